@@ -1,0 +1,78 @@
+//! Versioned migrations, applied in order at open, each in the same transaction as its record in
+//! `schema_migrations`. Append only: a published migration is never edited.
+
+use super::map_err;
+use crate::storage::StoreError;
+use rusqlite::Connection;
+
+struct Migration {
+    version: i64,
+    name: &'static str,
+    sql: &'static str,
+}
+
+const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    name: "audit_and_outbox",
+    sql: include_str!("migrations/0001_audit_outbox.sql"),
+}];
+
+pub(super) fn latest() -> i64 {
+    MIGRATIONS.last().map_or(0, |m| m.version)
+}
+
+/// Brings the schema up to date. Safe when several processes open the database at once (the
+/// server and a CLI command): `BEGIN IMMEDIATE` makes them take turns, and each re-reads the
+/// version under the lock.
+pub(super) fn apply(conn: &mut Connection, now_micros: i64) -> Result<(), StoreError> {
+    conn.execute_batch(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (
+             version    INTEGER PRIMARY KEY,
+             name       TEXT    NOT NULL,
+             applied_at INTEGER NOT NULL
+         )",
+    )
+    .map_err(map_err)?;
+    let tx = conn
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .map_err(map_err)?;
+    let current: i64 = tx
+        .query_row(
+            "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(map_err)?;
+    if current > latest() {
+        return Err(StoreError::SchemaTooNew {
+            found: current,
+            known: latest(),
+        });
+    }
+    for m in MIGRATIONS.iter().filter(|m| m.version > current) {
+        tx.execute_batch(m.sql).map_err(map_err)?;
+        tx.execute(
+            "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?1, ?2, ?3)",
+            rusqlite::params![m.version, m.name, now_micros],
+        )
+        .map_err(map_err)?;
+        tracing::info!(
+            version = m.version,
+            name = m.name,
+            "applied database migration"
+        );
+    }
+    tx.commit().map_err(map_err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_increase_by_one_from_one() {
+        for (i, m) in MIGRATIONS.iter().enumerate() {
+            assert_eq!(m.version, i as i64 + 1, "{}", m.name);
+        }
+    }
+}

@@ -1,0 +1,267 @@
+//! The SQLite adapter of the storage port: rusqlite over an r2d2 pool, WAL with
+//! `synchronous=FULL` (the delivery queue and idempotency records must survive a power loss, not
+//! only a killed process), foreign keys on, a busy time-out so writers queue instead of failing.
+//! The only place in the workspace that speaks SQL to SQLite.
+
+mod audit;
+mod migrations;
+mod outbox;
+
+use crate::storage::{Store, StoreError, Tx};
+use r2d2::PooledConnection;
+use r2d2_sqlite::SqliteConnectionManager;
+use std::path::Path;
+use std::time::Duration;
+
+type Pool = r2d2::Pool<SqliteConnectionManager>;
+
+/// How long a writer waits for another to finish before giving up with [`StoreError::Busy`].
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// Readers do not block each other in WAL mode; a few more connections than cores is plenty.
+const POOL_SIZE: u32 = 16;
+
+pub struct SqliteStore {
+    pool: Pool,
+    sqlite_version: String,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database file and brings its schema up to date.
+    pub fn open(path: &Path, now_micros: i64) -> Result<Self, StoreError> {
+        let open_err = |reason: String| StoreError::Open {
+            path: path.display().to_string(),
+            reason,
+        };
+        // Check, convert and migrate on one plain connection first: a file that is not a database
+        // fails here at once, where a pool would retry until its time-out.
+        let mut conn = rusqlite::Connection::open(path).map_err(|e| open_err(e.to_string()))?;
+        conn.busy_timeout(BUSY_TIMEOUT)
+            .map_err(|e| open_err(e.to_string()))?;
+        // WAL is a property of the file: set once, every later connection inherits it.
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+            .map_err(|e| open_err(e.to_string()))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(open_err(format!(
+                "the file refused WAL mode (journal_mode is {mode})"
+            )));
+        }
+        migrations::apply(&mut conn, now_micros)?;
+        let sqlite_version = conn
+            .query_row("SELECT sqlite_version()", [], |r| r.get(0))
+            .map_err(|e| open_err(e.to_string()))?;
+        drop(conn);
+        let manager = SqliteConnectionManager::file(path).with_init(|c| {
+            c.busy_timeout(BUSY_TIMEOUT)?;
+            c.execute_batch("PRAGMA foreign_keys = ON; PRAGMA synchronous = FULL;")
+        });
+        let pool = r2d2::Pool::builder()
+            .max_size(POOL_SIZE)
+            .min_idle(Some(1))
+            .connection_timeout(BUSY_TIMEOUT)
+            .build(manager)
+            .map_err(|e| open_err(e.to_string()))?;
+        Ok(Self {
+            pool,
+            sqlite_version,
+        })
+    }
+
+    fn begin(&self, sql: &'static str) -> Result<Box<dyn Tx + '_>, StoreError> {
+        let conn = self.pool.get().map_err(|e| {
+            tracing::warn!(error = %e, "no database connection free in time");
+            StoreError::Busy
+        })?;
+        conn.execute_batch(sql).map_err(map_err)?;
+        Ok(Box::new(SqliteTx { conn: Some(conn) }))
+    }
+}
+
+impl Store for SqliteStore {
+    fn write(&self) -> Result<Box<dyn Tx + '_>, StoreError> {
+        self.begin("BEGIN IMMEDIATE")
+    }
+
+    fn read(&self) -> Result<Box<dyn Tx + '_>, StoreError> {
+        self.begin("BEGIN DEFERRED")
+    }
+
+    fn backend(&self) -> String {
+        format!("sqlite {} (WAL, synchronous=FULL)", self.sqlite_version)
+    }
+}
+
+/// A transaction on a pooled connection. Repositories are implemented on it, one file each.
+pub(crate) struct SqliteTx {
+    /// `None` once committed; present on drop means roll back.
+    conn: Option<PooledConnection<SqliteConnectionManager>>,
+}
+
+impl SqliteTx {
+    fn conn(&self) -> &rusqlite::Connection {
+        // Only `commit` takes the connection, and it consumes the transaction.
+        self.conn.as_ref().expect("transaction used after commit")
+    }
+}
+
+impl Tx for SqliteTx {
+    fn commit(mut self: Box<Self>) -> Result<(), StoreError> {
+        let conn = self.conn.take().expect("transaction committed twice");
+        if let Err(e) = conn.execute_batch("COMMIT") {
+            // A failed COMMIT leaves the transaction open: roll back before the connection
+            // goes back to the pool.
+            let _ = conn.execute_batch("ROLLBACK");
+            return Err(map_err(e));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for SqliteTx {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            if let Err(e) = conn.execute_batch("ROLLBACK") {
+                tracing::warn!(error = %e, "rollback failed");
+            }
+        }
+    }
+}
+
+/// The one place where SQLite's errors become the port's.
+pub(crate) fn map_err(e: rusqlite::Error) -> StoreError {
+    use rusqlite::ErrorCode;
+    match e.sqlite_error_code() {
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => StoreError::Busy,
+        Some(ErrorCode::ConstraintViolation)
+            if matches!(
+                &e,
+                rusqlite::Error::SqliteFailure(f, _)
+                    if f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
+                        || f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY
+            ) =>
+        {
+            StoreError::Duplicate
+        }
+        _ => StoreError::Backend(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::{AuditFilter, Page};
+    use crate::storage::{in_read, suite};
+    use std::sync::Arc;
+
+    #[test]
+    fn passes_the_store_suite() {
+        let dir = tempfile::tempdir().unwrap();
+        let n = std::sync::atomic::AtomicUsize::new(0);
+        suite::run_all(&|| {
+            let i = n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Arc::new(SqliteStore::open(&dir.path().join(format!("s{i}.db")), 0).unwrap())
+                as Arc<dyn Store>
+        });
+    }
+
+    #[test]
+    fn opens_in_wal_with_full_sync_and_foreign_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("c.db"), 0).unwrap();
+        let conn = store.pool.get().unwrap();
+        let get = |p: &str| {
+            conn.query_row(&format!("PRAGMA {p}"), [], |r| {
+                r.get::<_, rusqlite::types::Value>(0)
+            })
+            .unwrap()
+        };
+        assert_eq!(
+            get("journal_mode"),
+            rusqlite::types::Value::Text("wal".into())
+        );
+        assert_eq!(
+            get("synchronous"),
+            rusqlite::types::Value::Integer(2),
+            "2 is FULL"
+        );
+        assert_eq!(get("foreign_keys"), rusqlite::types::Value::Integer(1));
+        assert!(
+            store.backend().starts_with("sqlite 3."),
+            "{}",
+            store.backend()
+        );
+    }
+
+    #[test]
+    fn data_survives_reopening_and_migrations_run_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db");
+        {
+            let store = SqliteStore::open(&path, 0).unwrap();
+            suite::commit_keeps_change_audit_and_event_together(&store);
+        }
+        let store = SqliteStore::open(&path, 1).unwrap();
+        let total = in_read(&store, |tx| {
+            tx.list_audit(&AuditFilter::default(), Page::default())
+        })
+        .unwrap()
+        .total;
+        assert_eq!(total, 1);
+        let applied: i64 = store
+            .pool
+            .get()
+            .unwrap()
+            .query_row("SELECT COUNT(*) FROM schema_migrations", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(applied, migrations::latest());
+    }
+
+    #[test]
+    fn refuses_a_schema_newer_than_it_knows() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db");
+        drop(SqliteStore::open(&path, 0).unwrap());
+        rusqlite::Connection::open(&path)
+            .unwrap()
+            .execute(
+                "INSERT INTO schema_migrations VALUES (999, 'future', 0)",
+                [],
+            )
+            .unwrap();
+        match SqliteStore::open(&path, 0) {
+            Err(StoreError::SchemaTooNew { found: 999, known }) => {
+                assert_eq!(known, migrations::latest())
+            }
+            other => panic!("expected SchemaTooNew, got {:?}", other.map(|_| ())),
+        }
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_database_is_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db");
+        std::fs::write(
+            &path,
+            b"this is not a database, it is a text file long enough to have a header",
+        )
+        .unwrap();
+        let err = SqliteStore::open(&path, 0).map(|_| ()).unwrap_err();
+        assert!(err.to_string().contains("c.db"), "{err}");
+    }
+
+    #[test]
+    fn a_long_writer_makes_others_wait_not_fail() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(SqliteStore::open(&dir.path().join("c.db"), 0).unwrap());
+        let tx = store.write().unwrap();
+        let other = {
+            let store = Arc::clone(&store);
+            std::thread::spawn(move || {
+                suite::commit_keeps_change_audit_and_event_together(&*store);
+            })
+        };
+        std::thread::sleep(Duration::from_millis(300));
+        drop(tx);
+        other.join().unwrap();
+    }
+}

@@ -1,0 +1,20 @@
+//! What every context shares: ids, validated names, pages, time, errors, audit and events.
+
+mod audit;
+mod build_info;
+mod clock;
+mod error;
+mod events;
+mod ids;
+mod names;
+mod page;
+pub mod secrets;
+
+pub use audit::{Actor, AuditEntry, AuditFilter, NewAuditEntry, Outcome};
+pub use build_info::{BuildInfo, VersionInfo};
+pub use clock::{Clock, Timestamp};
+pub use error::{Code, CoreError, ErrorKind};
+pub use events::{Event, EventName, NewEvent};
+pub use ids::{AuditId, EventId, InvalidId, RequestId, parse_positive_id};
+pub use names::{DomainName, EmailAddress, ListName, NameError};
+pub use page::{Page, PageError, Paged};

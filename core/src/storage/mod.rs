@@ -1,0 +1,105 @@
+//! The storage port: transactions over narrow repositories, one per context.
+//!
+//! A rule opens a transaction, calls repository methods on it, and commits: the state change,
+//! its audit entry and its outbox event land together or not at all. The port is object-safe and
+//! dialect-neutral (integer ids, integer microsecond timestamps, no SQLite-only semantics in
+//! core), so a PostgreSQL adapter can implement it and run the same [`suite`].
+
+use crate::kernel::{
+    AuditEntry, AuditFilter, AuditId, Code, CoreError, Event, EventId, NewAuditEntry, NewEvent,
+    Page, Paged,
+};
+
+#[cfg(any(test, feature = "testing"))]
+pub mod suite;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// Another writer held the database for longer than the busy time-out, or the pool had no
+    /// free connection in time. The caller may retry.
+    #[error("the database is busy, try again")]
+    Busy,
+    /// A uniqueness rule of the schema refused the write. Rules that expect it check first and
+    /// return their own error; reaching the caller as this means a race they lost.
+    #[error("a record with the same identity already exists")]
+    Duplicate,
+    #[error(
+        "the database schema is at version {found}, newer than this binary knows ({known}): run a newer courrier"
+    )]
+    SchemaTooNew { found: i64, known: i64 },
+    #[error("cannot open the database {path}: {reason}")]
+    Open { path: String, reason: String },
+    #[error("storage failed: {0}")]
+    Backend(String),
+}
+
+impl CoreError for StoreError {
+    fn code(&self) -> Code {
+        match self {
+            StoreError::Busy | StoreError::SchemaTooNew { .. } | StoreError::Open { .. } => {
+                Code::StorageUnavailable
+            }
+            StoreError::Duplicate => Code::Conflict,
+            StoreError::Backend(_) => Code::Internal,
+        }
+    }
+}
+
+/// The audit trail.
+pub trait AuditRepo {
+    fn append_audit(&mut self, entry: &NewAuditEntry) -> Result<AuditId, StoreError>;
+    /// Newest first; `total` counts every entry the filter keeps.
+    fn list_audit(
+        &mut self,
+        filter: &AuditFilter,
+        page: Page,
+    ) -> Result<Paged<AuditEntry>, StoreError>;
+}
+
+/// The transactional outbox of lifecycle events.
+pub trait OutboxRepo {
+    fn append_event(&mut self, event: &NewEvent) -> Result<Event, StoreError>;
+    /// Events in the order they were recorded, after `after` (exclusive).
+    fn events_after(
+        &mut self,
+        after: Option<EventId>,
+        limit: u32,
+    ) -> Result<Vec<Event>, StoreError>;
+}
+
+/// One transaction. Dropped without [`Tx::commit`], it rolls back.
+pub trait Tx: AuditRepo + OutboxRepo {
+    fn commit(self: Box<Self>) -> Result<(), StoreError>;
+}
+
+/// A database. Shared by every thread of the process (and, for a server backend, by processes).
+pub trait Store: Send + Sync {
+    /// A transaction that will write: it takes the write lock at once, so two writers queue
+    /// instead of failing half-way when one tries to upgrade a read lock.
+    fn write(&self) -> Result<Box<dyn Tx + '_>, StoreError>;
+    /// A transaction that only reads: one consistent snapshot, no write lock.
+    fn read(&self) -> Result<Box<dyn Tx + '_>, StoreError>;
+    /// A short description for the version object, e.g. `sqlite 3.50.4 (WAL, synchronous=FULL)`.
+    fn backend(&self) -> String;
+}
+
+/// Runs `f` in a write transaction: commits when it returns `Ok`, rolls back when it returns
+/// `Err` (the transaction is dropped uncommitted).
+pub fn in_write<T, E: From<StoreError>>(
+    store: &dyn Store,
+    f: impl FnOnce(&mut dyn Tx) -> Result<T, E>,
+) -> Result<T, E> {
+    let mut tx = store.write()?;
+    let out = f(&mut *tx)?;
+    tx.commit()?;
+    Ok(out)
+}
+
+/// Runs `f` in a read transaction (its snapshot ends when `f` returns).
+pub fn in_read<T, E: From<StoreError>>(
+    store: &dyn Store,
+    f: impl FnOnce(&mut dyn Tx) -> Result<T, E>,
+) -> Result<T, E> {
+    let mut tx = store.read()?;
+    f(&mut *tx)
+}

@@ -1,0 +1,24 @@
+//! Fakes of the ports for unit tests of rules (feature `testing`). Integration tests use the real
+//! adapters instead.
+
+use crate::kernel::{Clock, Timestamp};
+use std::sync::atomic::{AtomicI64, Ordering};
+
+/// A clock that stands still until told to move.
+pub struct FixedClock(AtomicI64);
+
+impl FixedClock {
+    pub fn at(t: Timestamp) -> Self {
+        Self(AtomicI64::new(t.unix_micros()))
+    }
+
+    pub fn advance_secs(&self, secs: i64) {
+        self.0.fetch_add(secs * 1_000_000, Ordering::SeqCst);
+    }
+}
+
+impl Clock for FixedClock {
+    fn now(&self) -> Timestamp {
+        Timestamp::from_unix_micros(self.0.load(Ordering::SeqCst))
+    }
+}
