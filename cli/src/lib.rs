@@ -1,1 +1,118 @@
+//! The `courrier` command line: each subcommand parses its arguments, calls core, and prints.
+//! `main.rs` is glue: `main -> run -> exit code`.
 
+pub mod config;
+pub mod error;
+pub mod server;
+
+use clap::{Parser, Subcommand};
+use config::Config;
+use courrier_core::kernel::{BuildInfo, CoreError};
+use error::{CliError, exit_code};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "courrier",
+    version,
+    about = "Courrier: a mailing-list service and an OCR document service"
+)]
+pub struct Cli {
+    /// The data directory (database, documents); overrides COURRIER_DATA_DIR.
+    #[arg(long, global = true, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Print machine-readable JSON instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve both HTTP APIs (COURRIER_LISTEN, default 127.0.0.1:8080) until SIGTERM or SIGINT.
+    Serve,
+    /// Print the version object: build information and the storage backend.
+    Version,
+}
+
+/// What the binary was built from (see build.rs).
+pub fn build_info() -> BuildInfo {
+    let non_empty = |s: &'static str| (!s.is_empty()).then_some(s);
+    BuildInfo {
+        version: env!("CARGO_PKG_VERSION"),
+        commit: env!("COURRIER_COMMIT"),
+        commit_at: non_empty(env!("COURRIER_COMMIT_AT")),
+        dirty: env!("COURRIER_DIRTY") == "true",
+        built_at: non_empty(env!("COURRIER_BUILT_AT_STAMP")),
+        rustc: env!("COURRIER_RUSTC"),
+        platform: env!("COURRIER_PLATFORM"),
+    }
+}
+
+pub fn run(cli: Cli) -> ExitCode {
+    let json = cli.json;
+    match execute(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::debug!(error = ?e, "command failed");
+            if json {
+                eprintln!(
+                    "{}",
+                    serde_json::json!({ "error": { "code": e.code().as_str(), "message": e.to_string() } })
+                );
+            } else {
+                eprintln!("courrier: {e}");
+            }
+            ExitCode::from(exit_code(e.kind()))
+        }
+    }
+}
+
+fn execute(cli: Cli) -> Result<(), CliError> {
+    let config = Config::from_env(|k| std::env::var(k).ok(), cli.data_dir)?;
+    init_logging(&config);
+    match cli.command {
+        Command::Serve => {
+            let bound = server::bind(&config, build_info())?;
+            server::run(bound, server::termination_signal())
+        }
+        Command::Version => {
+            let app = server::wire(&config, build_info())?;
+            let version = courrier_core::system::version(&app);
+            let doc = courrier_http::dto::version(&version);
+            if cli.json {
+                println!("{doc}");
+            } else {
+                let field = |k: &str| doc.get(k).and_then(|v| v.as_str()).unwrap_or("").to_owned();
+                println!("courrier {}", field("version"));
+                println!(
+                    "commit   {}{}",
+                    field("commit"),
+                    if version.build.dirty { " (dirty)" } else { "" }
+                );
+                println!("compiler {}", field("rust_version"));
+                println!("platform {}", field("platform"));
+                println!("backend  {}", field("backend"));
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Logs go to stderr: human lines by default, JSON lines with COURRIER_LOG_FORMAT=json.
+fn init_logging(config: &Config) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_new(&config.log_filter).unwrap_or_else(|_| EnvFilter::new("info"));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi);
+    let _ = if config.log_json {
+        builder.json().try_init()
+    } else {
+        builder.try_init()
+    };
+}

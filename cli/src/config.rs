@@ -1,0 +1,142 @@
+//! The environment of `decisions.md`, read once at start and validated, so that a typo is a
+//! clear error at launch rather than a surprise at the first request.
+
+use courrier_core::kernel::{Code, CoreError};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub data_dir: PathBuf,
+    /// Base of the links put in mails; `http://` + the listen address by default.
+    pub public_url: String,
+    pub log_filter: String,
+    pub log_json: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{var} is not valid: {reason}")]
+    Invalid { var: &'static str, reason: String },
+}
+
+impl CoreError for ConfigError {
+    fn code(&self) -> Code {
+        Code::ValidationFailed
+    }
+}
+
+impl Config {
+    /// Reads the configuration through `get` (the process environment in production, a map in
+    /// tests). `data_dir` is the `--data-dir` flag, which wins over `COURRIER_DATA_DIR`.
+    pub fn from_env(
+        get: impl Fn(&str) -> Option<String>,
+        data_dir: Option<PathBuf>,
+    ) -> Result<Self, ConfigError> {
+        let invalid = |var, reason: String| ConfigError::Invalid { var, reason };
+        let listen_raw = get("COURRIER_LISTEN").unwrap_or_else(|| "127.0.0.1:8080".into());
+        let listen: SocketAddr = listen_raw.parse().map_err(|e| {
+            invalid(
+                "COURRIER_LISTEN",
+                format!("{listen_raw:?} is not an address such as 127.0.0.1:8080 ({e})"),
+            )
+        })?;
+        let data_dir = data_dir
+            .or_else(|| get("COURRIER_DATA_DIR").map(PathBuf::from))
+            .unwrap_or_else(|| "./courrier-data".into());
+        let public_url = match get("COURRIER_PUBLIC_URL") {
+            None => format!("http://{listen}"),
+            Some(url) => {
+                let url = url.trim_end_matches('/').to_owned();
+                if !(url.starts_with("http://") || url.starts_with("https://"))
+                    || url.contains(char::is_whitespace)
+                {
+                    return Err(invalid(
+                        "COURRIER_PUBLIC_URL",
+                        format!("{url:?} must be an http:// or https:// URL"),
+                    ));
+                }
+                url
+            }
+        };
+        let log_json = match get("COURRIER_LOG_FORMAT").as_deref() {
+            None | Some("" | "text" | "human") => false,
+            Some("json") => true,
+            Some(other) => {
+                return Err(invalid(
+                    "COURRIER_LOG_FORMAT",
+                    format!("{other:?} is neither text nor json"),
+                ));
+            }
+        };
+        Ok(Self {
+            listen,
+            data_dir,
+            public_url,
+            log_filter: get("COURRIER_LOG").unwrap_or_else(|| "info".into()),
+            log_json,
+        })
+    }
+
+    pub fn database_path(&self) -> PathBuf {
+        self.data_dir.join("courrier.db")
+    }
+
+    pub fn documents_dir(&self) -> PathBuf {
+        self.data_dir.join("documents")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn config(vars: &[(&str, &str)], flag: Option<&str>) -> Result<Config, ConfigError> {
+        let map: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| ((*k).into(), (*v).into()))
+            .collect();
+        Config::from_env(|k| map.get(k).cloned(), flag.map(PathBuf::from))
+    }
+
+    #[test]
+    fn defaults_are_those_of_the_contract() {
+        let c = config(&[], None).unwrap();
+        assert_eq!(c.listen.to_string(), "127.0.0.1:8080");
+        assert_eq!(c.data_dir, PathBuf::from("./courrier-data"));
+        assert_eq!(c.public_url, "http://127.0.0.1:8080");
+        assert_eq!(
+            c.database_path(),
+            PathBuf::from("./courrier-data/courrier.db")
+        );
+        assert!(!c.log_json);
+    }
+
+    #[test]
+    fn the_flag_wins_over_the_variable() {
+        let c = config(&[("COURRIER_DATA_DIR", "/env")], Some("/flag")).unwrap();
+        assert_eq!(c.data_dir, PathBuf::from("/flag"));
+        let c = config(&[("COURRIER_DATA_DIR", "/env")], None).unwrap();
+        assert_eq!(c.data_dir, PathBuf::from("/env"));
+    }
+
+    #[test]
+    fn bad_values_name_their_variable() {
+        for (var, value) in [
+            ("COURRIER_LISTEN", "localhost"),
+            ("COURRIER_PUBLIC_URL", "ftp://x"),
+            ("COURRIER_LOG_FORMAT", "xml"),
+        ] {
+            let err = config(&[(var, value)], None).unwrap_err().to_string();
+            assert!(err.starts_with(var), "{err}");
+        }
+        let c = config(
+            &[("COURRIER_PUBLIC_URL", "https://lists.example.org/")],
+            None,
+        )
+        .unwrap();
+        assert_eq!(c.public_url, "https://lists.example.org");
+    }
+}

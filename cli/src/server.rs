@@ -1,0 +1,107 @@
+//! `courrier serve`: wire the adapters from the configuration and serve HTTP until a signal.
+
+use crate::config::Config;
+use crate::error::CliError;
+use courrier_core::Courrier;
+use courrier_core::adapters::{sqlite::SqliteStore, system_clock::SystemClock};
+use courrier_core::kernel::{BuildInfo, Clock};
+use courrier_http::server::ServerLimits;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// Creates the data directory (owner-only: it will hold the data key and the documents) and
+/// opens the database in it.
+pub fn wire(config: &Config, build: BuildInfo) -> Result<Arc<Courrier>, CliError> {
+    for dir in [&config.data_dir, &config.documents_dir()] {
+        create_private_dir(dir).map_err(|source| CliError::DataDir {
+            path: dir.display().to_string(),
+            source,
+        })?;
+    }
+    let clock = Arc::new(SystemClock);
+    let store = SqliteStore::open(&config.database_path(), clock.now().unix_micros())?;
+    Ok(Arc::new(Courrier {
+        store: Arc::new(store),
+        clock,
+        build,
+    }))
+}
+
+fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    match std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+    {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// A server bound to its address, not yet serving.
+pub struct Bound {
+    listener: std::net::TcpListener,
+    router: courrier_http::Router,
+}
+
+impl Bound {
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener
+            .local_addr()
+            .expect("a bound listener has an address")
+    }
+}
+
+/// Wires the application and binds the listening socket, so that a bad address or a busy port
+/// is reported before anything runs.
+pub fn bind(config: &Config, build: BuildInfo) -> Result<Bound, CliError> {
+    let app = wire(config, build)?;
+    let bind_err = |source| CliError::Bind {
+        addr: config.listen.to_string(),
+        source,
+    };
+    let listener = std::net::TcpListener::bind(config.listen).map_err(bind_err)?;
+    listener.set_nonblocking(true).map_err(bind_err)?;
+    let router = courrier_http::router(courrier_http::AppState::new(app));
+    Ok(Bound { listener, router })
+}
+
+/// Serves on a multi-threaded tokio runtime of its own until `shutdown` resolves; returns after
+/// in-flight requests finished.
+pub fn run(
+    bound: Bound,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), CliError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("courrier-http")
+        .build()
+        .map_err(CliError::Serve)?;
+    runtime.block_on(async move {
+        let listener =
+            tokio::net::TcpListener::from_std(bound.listener).map_err(CliError::Serve)?;
+        tracing::info!(addr = %listener.local_addr().map_err(CliError::Serve)?, "listening");
+        courrier_http::server::serve(listener, bound.router, ServerLimits::default(), shutdown)
+            .await
+            .map_err(CliError::Serve)
+    })
+}
+
+/// Resolves on SIGTERM or SIGINT.
+pub async fn termination_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::error!("cannot install signal handlers; stop the server with SIGKILL");
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM received"),
+        _ = int.recv() => tracing::info!("SIGINT received"),
+    }
+}

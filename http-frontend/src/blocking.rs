@@ -1,0 +1,25 @@
+//! The one bridge from async handlers to synchronous core (vaultwarden's `run_blocking`).
+
+use crate::error::ApiError;
+
+/// Runs `f` on tokio's blocking pool. A panic inside `f` is logged and becomes a plain 500;
+/// the server goes on serving.
+pub async fn run_blocking<T, F>(f: F) -> Result<T, ApiError>
+where
+    F: FnOnce() -> Result<T, ApiError> + Send + 'static,
+    T: Send + 'static,
+{
+    match tokio::task::spawn_blocking(f).await {
+        Ok(out) => out,
+        Err(join) if join.is_panic() => {
+            let payload = join.into_panic();
+            Err(ApiError::internal(&format!(
+                "panic in core: {}",
+                crate::server::panic_message(&*payload)
+            )))
+        }
+        Err(join) => Err(ApiError::internal(&format!(
+            "blocking task cancelled: {join}"
+        ))),
+    }
+}

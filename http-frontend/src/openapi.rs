@@ -1,0 +1,143 @@
+//! Both OpenAPI 3.1 documents, generated from the route table.
+
+use crate::routes::{self, Access, Api, ParamKind, Route, Success};
+use crate::schema;
+use serde_json::{Map, Value, json};
+
+pub fn document(api: Api, version: &str) -> Value {
+    let mut paths = Map::new();
+    for route in routes::all().filter(|r| r.api == api) {
+        let item = paths.entry(route.path).or_insert_with(|| json!({}));
+        item[route.method.as_str().to_ascii_lowercase()] = operation(route);
+    }
+    let (title, description, tags) = match api {
+        Api::Mailing => (
+            "Courrier mailing-list service",
+            "Sending domains, lists, members, sends, moderation, webhooks, users and API keys.",
+            json!([{ "name": "system" }]),
+        ),
+        Api::Ocr => (
+            "Courrier OCR document service",
+            "OCR of PDF, JPEG and text documents, zone cuts and invoice extraction.",
+            json!([
+                { "name": "Endpoints" },
+                { "name": "Login/Logout management" },
+                { "name": "OCR \"Cuts\"" },
+                { "name": "OCR Documents" }
+            ]),
+        ),
+    };
+    let version = match api {
+        Api::Mailing => version,
+        // The OCR contract fixes its interface version.
+        Api::Ocr => "1.0.0",
+    };
+    json!({
+        "openapi": "3.1.0",
+        "info": { "title": title, "version": version, "description": description },
+        "tags": tags,
+        "paths": paths,
+        "components": {
+            "schemas": {
+                "Meta": schema::meta(),
+                "CollectionMeta": schema::collection_meta(),
+                "ErrorEnvelope": schema::error_envelope(),
+            },
+            "securitySchemes": {
+                "bearerAuth": { "type": "http", "scheme": "bearer", "description": "svc_<prefix>_<secret>" },
+                "apiKeyHeader": { "type": "apiKey", "in": "header", "name": "X-API-Key" },
+                "sessionCookie": { "type": "apiKey", "in": "cookie", "name": "svc_session" },
+            }
+        }
+    })
+}
+
+fn operation(route: &Route) -> Value {
+    let mut op = json!({
+        "operationId": route.operation_id,
+        "summary": route.summary,
+        "tags": [route.tag],
+    });
+    let mut parameters: Vec<Value> = route
+        .params
+        .iter()
+        .map(|p| {
+            let schema = match p.kind {
+                ParamKind::Id => json!({ "type": "integer", "minimum": 1, "maximum": i64::MAX }),
+                ParamKind::Text => json!({ "type": "string", "minLength": 1 }),
+            };
+            json!({ "name": p.name, "in": "path", "required": true, "description": p.description, "schema": schema })
+        })
+        .collect();
+    parameters.extend(route.query.iter().map(|q| {
+        json!({ "name": q.name, "in": "query", "required": false, "description": q.description, "schema": q.schema.render() })
+    }));
+    if !parameters.is_empty() {
+        op["parameters"] = Value::Array(parameters);
+    }
+    if let Some(request) = route.request {
+        op["requestBody"] = json!({
+            "required": true,
+            "content": { "application/json": { "schema": request.render() } }
+        });
+    }
+    op["security"] = match route.access {
+        Access::Public => json!([]),
+        Access::Authenticated => {
+            json!([{ "bearerAuth": [] }, { "apiKeyHeader": [] }, { "sessionCookie": [] }])
+        }
+    };
+    let mut responses = Map::new();
+    let (status, content) = match route.success {
+        Success::Data(status, data) => (
+            status,
+            json!({ "application/json": { "schema": {
+                "type": "object",
+                "required": ["data", "meta"],
+                "properties": { "data": data.render(), "meta": { "$ref": "#/components/schemas/Meta" } }
+            }}}),
+        ),
+        Success::Collection(item) => (
+            200,
+            json!({ "application/json": { "schema": {
+                "type": "object",
+                "required": ["data", "meta"],
+                "properties": {
+                    "data": { "type": "array", "items": item.render() },
+                    "meta": { "$ref": "#/components/schemas/CollectionMeta" }
+                }
+            }}}),
+        ),
+        Success::Raw(media, schema) => (200, json!({ media: { "schema": schema.render() } })),
+    };
+    responses.insert(
+        status.to_string(),
+        json!({ "description": "success", "content": content }),
+    );
+    for status in route.error_statuses() {
+        responses.insert(
+            status.to_string(),
+            json!({
+                "description": error_description(status),
+                "content": { "application/json": { "schema": { "$ref": "#/components/schemas/ErrorEnvelope" } } }
+            }),
+        );
+    }
+    op["responses"] = Value::Object(responses);
+    op
+}
+
+fn error_description(status: u16) -> &'static str {
+    match status {
+        400 => "malformed or too large body",
+        401 => "not authenticated (uniform)",
+        403 => "missing permission, or CSRF failure",
+        404 => "unknown or out of scope",
+        409 => "conflict",
+        413 => "document too large",
+        422 => "invalid value",
+        429 => "quota exceeded",
+        503 => "unavailable",
+        _ => "error",
+    }
+}

@@ -1,0 +1,113 @@
+//! The route table: the single source of each route's method, path, handler, required
+//! credential and request and response schemas. The router and both OpenAPI documents are built
+//! from it, so a route cannot exist without being documented, nor be documented wrongly typed.
+
+use crate::AppState;
+use crate::schema::Schema;
+use axum::routing::{MethodFilter, MethodRouter};
+use http::Method;
+
+/// Which of the two services, and so which OpenAPI document, a route belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    /// The mailing-list service, `/api/v1`.
+    Mailing,
+    /// The OCR document service, `/api`.
+    Ocr,
+}
+
+/// The credential a route requires. Routes with a permission also answer 403 and 404.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    Public,
+    /// Any authenticated principal, no permission (e.g. `GET /system/version`).
+    Authenticated,
+}
+
+/// How a path segment is typed. `Id` segments are validated before the handler runs: anything
+/// but a positive integer answers 422 on every route, whatever the handler would do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParamKind {
+    Id,
+    /// A name with its own validation inside the handler (a domain, a list, an address).
+    Text,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Param {
+    pub name: &'static str,
+    pub kind: ParamKind,
+    pub description: &'static str,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct QueryParam {
+    pub name: &'static str,
+    pub schema: Schema,
+    pub description: &'static str,
+}
+
+/// What a successful call answers.
+#[derive(Debug, Clone, Copy)]
+pub enum Success {
+    /// `data` wrapped in the success envelope.
+    Data(u16, Schema),
+    /// An array wrapped in the collection envelope.
+    Collection(Schema),
+    /// A document served as it is (OpenAPI, CSV, JPEG), with its media type.
+    Raw(&'static str, Schema),
+}
+
+pub struct Route {
+    pub method: Method,
+    /// OpenAPI's and axum's path syntax: `/api/v1/users/{id}`.
+    pub path: &'static str,
+    pub api: Api,
+    pub operation_id: &'static str,
+    pub summary: &'static str,
+    pub tag: &'static str,
+    pub access: Access,
+    pub params: &'static [Param],
+    pub query: &'static [QueryParam],
+    pub request: Option<Schema>,
+    pub success: Success,
+    /// The largest body accepted, checked against Content-Length before any byte is read.
+    pub body_limit: usize,
+    pub handler: fn(MethodFilter) -> MethodRouter<AppState>,
+}
+
+/// JSON bodies of the administration API are small; a larger one is refused with 400.
+pub const JSON_BODY_LIMIT: usize = 1024 * 1024;
+
+impl Route {
+    pub fn method_filter(&self) -> MethodFilter {
+        MethodFilter::try_from(self.method.clone())
+            .expect("route table holds only standard methods")
+    }
+
+    /// The HTTP statuses this route may answer besides its success, as the OpenAPI documents
+    /// declare them. Derived from the route's shape so that a new route cannot forget one.
+    pub fn error_statuses(&self) -> Vec<u16> {
+        let mut s = Vec::new();
+        if self.request.is_some() {
+            s.push(400);
+        }
+        if self.access != Access::Public {
+            s.push(401);
+            s.push(429);
+        }
+        if self.params.iter().any(|p| p.kind == ParamKind::Id)
+            || !self.query.is_empty()
+            || self.request.is_some()
+        {
+            s.push(422);
+        }
+        s.sort_unstable();
+        s
+    }
+}
+
+/// Every route of both services.
+pub fn all() -> impl Iterator<Item = &'static Route> {
+    crate::system::ROUTES.iter()
+}
