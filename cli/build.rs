@@ -5,9 +5,7 @@ use std::process::Command;
 
 fn run(cmd: &str, args: &[&str]) -> Option<String> {
     let out = Command::new(cmd).args(args).output().ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
 fn main() {
@@ -19,8 +17,7 @@ fn main() {
     }
     let commit = run("git", &["rev-parse", "HEAD"]).unwrap_or_default();
     let commit_at = run("git", &["log", "-1", "--format=%cI"]).unwrap_or_default();
-    let dirty = run("git", &["status", "--porcelain", "--untracked-files=no"])
-        .is_some_and(|s| !s.is_empty());
+    let dirty = run("git", &["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
     let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
     let rustc_version = run(&rustc, &["--version"]).unwrap_or_default();
     let platform = format!(
@@ -33,8 +30,5 @@ fn main() {
     println!("cargo:rustc-env=COURRIER_DIRTY={dirty}");
     println!("cargo:rustc-env=COURRIER_RUSTC={rustc_version}");
     println!("cargo:rustc-env=COURRIER_PLATFORM={platform}");
-    println!(
-        "cargo:rustc-env=COURRIER_BUILT_AT_STAMP={}",
-        std::env::var("COURRIER_BUILT_AT").unwrap_or_default()
-    );
+    println!("cargo:rustc-env=COURRIER_BUILT_AT_STAMP={}", std::env::var("COURRIER_BUILT_AT").unwrap_or_default());
 }

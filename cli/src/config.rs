@@ -30,17 +30,11 @@ impl CoreError for ConfigError {
 impl Config {
     /// Reads the configuration through `get` (the process environment in production, a map in
     /// tests). `data_dir` is the `--data-dir` flag, which wins over `COURRIER_DATA_DIR`.
-    pub fn from_env(
-        get: impl Fn(&str) -> Option<String>,
-        data_dir: Option<PathBuf>,
-    ) -> Result<Self, ConfigError> {
+    pub fn from_env(get: impl Fn(&str) -> Option<String>, data_dir: Option<PathBuf>) -> Result<Self, ConfigError> {
         let invalid = |var, reason: String| ConfigError::Invalid { var, reason };
         let listen_raw = get("COURRIER_LISTEN").unwrap_or_else(|| "127.0.0.1:8080".into());
         let listen: SocketAddr = listen_raw.parse().map_err(|e| {
-            invalid(
-                "COURRIER_LISTEN",
-                format!("{listen_raw:?} is not an address such as 127.0.0.1:8080 ({e})"),
-            )
+            invalid("COURRIER_LISTEN", format!("{listen_raw:?} is not an address such as 127.0.0.1:8080 ({e})"))
         })?;
         let data_dir = data_dir
             .or_else(|| get("COURRIER_DATA_DIR").map(PathBuf::from))
@@ -49,13 +43,8 @@ impl Config {
             None => format!("http://{listen}"),
             Some(url) => {
                 let url = url.trim_end_matches('/').to_owned();
-                if !(url.starts_with("http://") || url.starts_with("https://"))
-                    || url.contains(char::is_whitespace)
-                {
-                    return Err(invalid(
-                        "COURRIER_PUBLIC_URL",
-                        format!("{url:?} must be an http:// or https:// URL"),
-                    ));
+                if !(url.starts_with("http://") || url.starts_with("https://")) || url.contains(char::is_whitespace) {
+                    return Err(invalid("COURRIER_PUBLIC_URL", format!("{url:?} must be an http:// or https:// URL")));
                 }
                 url
             }
@@ -64,10 +53,7 @@ impl Config {
             None | Some("" | "text" | "human") => false,
             Some("json") => true,
             Some(other) => {
-                return Err(invalid(
-                    "COURRIER_LOG_FORMAT",
-                    format!("{other:?} is neither text nor json"),
-                ));
+                return Err(invalid("COURRIER_LOG_FORMAT", format!("{other:?} is neither text nor json")));
             }
         };
         Ok(Self {
@@ -94,10 +80,7 @@ mod tests {
     use std::collections::HashMap;
 
     fn config(vars: &[(&str, &str)], flag: Option<&str>) -> Result<Config, ConfigError> {
-        let map: HashMap<String, String> = vars
-            .iter()
-            .map(|(k, v)| ((*k).into(), (*v).into()))
-            .collect();
+        let map: HashMap<String, String> = vars.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect();
         Config::from_env(|k| map.get(k).cloned(), flag.map(PathBuf::from))
     }
 
@@ -107,10 +90,7 @@ mod tests {
         assert_eq!(c.listen.to_string(), "127.0.0.1:8080");
         assert_eq!(c.data_dir, PathBuf::from("./courrier-data"));
         assert_eq!(c.public_url, "http://127.0.0.1:8080");
-        assert_eq!(
-            c.database_path(),
-            PathBuf::from("./courrier-data/courrier.db")
-        );
+        assert_eq!(c.database_path(), PathBuf::from("./courrier-data/courrier.db"));
         assert!(!c.log_json);
     }
 
@@ -124,19 +104,13 @@ mod tests {
 
     #[test]
     fn bad_values_name_their_variable() {
-        for (var, value) in [
-            ("COURRIER_LISTEN", "localhost"),
-            ("COURRIER_PUBLIC_URL", "ftp://x"),
-            ("COURRIER_LOG_FORMAT", "xml"),
-        ] {
+        for (var, value) in
+            [("COURRIER_LISTEN", "localhost"), ("COURRIER_PUBLIC_URL", "ftp://x"), ("COURRIER_LOG_FORMAT", "xml")]
+        {
             let err = config(&[(var, value)], None).unwrap_err().to_string();
             assert!(err.starts_with(var), "{err}");
         }
-        let c = config(
-            &[("COURRIER_PUBLIC_URL", "https://lists.example.org/")],
-            None,
-        )
-        .unwrap();
+        let c = config(&[("COURRIER_PUBLIC_URL", "https://lists.example.org/")], None).unwrap();
         assert_eq!(c.public_url, "https://lists.example.org");
     }
 }

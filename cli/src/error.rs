@@ -11,15 +11,9 @@ pub enum CliError {
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("cannot prepare the data directory {path}: {source}")]
-    DataDir {
-        path: String,
-        source: std::io::Error,
-    },
+    DataDir { path: String, source: std::io::Error },
     #[error("cannot listen on {addr}: {source}")]
-    Bind {
-        addr: String,
-        source: std::io::Error,
-    },
+    Bind { addr: String, source: std::io::Error },
     #[error("the server failed: {0}")]
     Serve(std::io::Error),
 }

@@ -13,11 +13,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Debug, Parser)]
-#[command(
-    name = "courrier",
-    version,
-    about = "Courrier: a mailing-list service and an OCR document service"
-)]
+#[command(name = "courrier", version, about = "Courrier: a mailing-list service and an OCR document service")]
 pub struct Cli {
     /// The data directory (database, documents); overrides COURRIER_DATA_DIR.
     #[arg(long, global = true, value_name = "DIR")]
@@ -87,11 +83,7 @@ fn execute(cli: Cli) -> Result<(), CliError> {
             } else {
                 let field = |k: &str| doc.get(k).and_then(|v| v.as_str()).unwrap_or("").to_owned();
                 println!("courrier {}", field("version"));
-                println!(
-                    "commit   {}{}",
-                    field("commit"),
-                    if version.build.dirty { " (dirty)" } else { "" }
-                );
+                println!("commit   {}{}", field("commit"), if version.build.dirty { " (dirty)" } else { "" });
                 println!("compiler {}", field("rust_version"));
                 println!("platform {}", field("platform"));
                 println!("backend  {}", field("backend"));
@@ -106,13 +98,6 @@ fn init_logging(config: &Config) {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_new(&config.log_filter).unwrap_or_else(|_| EnvFilter::new("info"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(ansi);
-    let _ = if config.log_json {
-        builder.json().try_init()
-    } else {
-        builder.try_init()
-    };
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
+    let _ = if config.log_json { builder.json().try_init() } else { builder.try_init() };
 }

@@ -14,27 +14,16 @@ use std::sync::Arc;
 /// opens the database in it.
 pub fn wire(config: &Config, build: BuildInfo) -> Result<Arc<Courrier>, CliError> {
     for dir in [&config.data_dir, &config.documents_dir()] {
-        create_private_dir(dir).map_err(|source| CliError::DataDir {
-            path: dir.display().to_string(),
-            source,
-        })?;
+        create_private_dir(dir).map_err(|source| CliError::DataDir { path: dir.display().to_string(), source })?;
     }
     let clock = Arc::new(SystemClock);
     let store = SqliteStore::open(&config.database_path(), clock.now().unix_micros())?;
-    Ok(Arc::new(Courrier {
-        store: Arc::new(store),
-        clock,
-        build,
-    }))
+    Ok(Arc::new(Courrier { store: Arc::new(store), clock, build }))
 }
 
 fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
-    match std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-    {
+    match std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
         Err(e) => Err(e),
@@ -49,9 +38,7 @@ pub struct Bound {
 
 impl Bound {
     pub fn local_addr(&self) -> SocketAddr {
-        self.listener
-            .local_addr()
-            .expect("a bound listener has an address")
+        self.listener.local_addr().expect("a bound listener has an address")
     }
 }
 
@@ -59,10 +46,7 @@ impl Bound {
 /// is reported before anything runs.
 pub fn bind(config: &Config, build: BuildInfo) -> Result<Bound, CliError> {
     let app = wire(config, build)?;
-    let bind_err = |source| CliError::Bind {
-        addr: config.listen.to_string(),
-        source,
-    };
+    let bind_err = |source| CliError::Bind { addr: config.listen.to_string(), source };
     let listener = std::net::TcpListener::bind(config.listen).map_err(bind_err)?;
     listener.set_nonblocking(true).map_err(bind_err)?;
     let router = courrier_http::router(courrier_http::AppState::new(app));
@@ -71,18 +55,14 @@ pub fn bind(config: &Config, build: BuildInfo) -> Result<Bound, CliError> {
 
 /// Serves on a multi-threaded tokio runtime of its own until `shutdown` resolves; returns after
 /// in-flight requests finished.
-pub fn run(
-    bound: Bound,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<(), CliError> {
+pub fn run(bound: Bound, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), CliError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("courrier-http")
         .build()
         .map_err(CliError::Serve)?;
     runtime.block_on(async move {
-        let listener =
-            tokio::net::TcpListener::from_std(bound.listener).map_err(CliError::Serve)?;
+        let listener = tokio::net::TcpListener::from_std(bound.listener).map_err(CliError::Serve)?;
         tracing::info!(addr = %listener.local_addr().map_err(CliError::Serve)?, "listening");
         courrier_http::server::serve(listener, bound.router, ServerLimits::default(), shutdown)
             .await
@@ -93,10 +73,7 @@ pub fn run(
 /// Resolves on SIGTERM or SIGINT.
 pub async fn termination_signal() {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
         tracing::error!("cannot install signal handlers; stop the server with SIGKILL");
         return std::future::pending().await;
     };
@@ -104,4 +81,46 @@ pub async fn termination_signal() {
         _ = term.recv() => tracing::info!("SIGTERM received"),
         _ = int.recv() => tracing::info!("SIGINT received"),
     }
+}
+
+/// A server running on a thread of its own (the integration tests' `TestApp`, embedders).
+pub struct Running {
+    pub addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<Result<(), CliError>>>,
+}
+
+impl Running {
+    /// Shuts down gracefully and waits for the server's thread.
+    pub fn stop(mut self) -> Result<(), CliError> {
+        self.stop_inner().unwrap_or(Ok(()))
+    }
+
+    fn stop_inner(&mut self) -> Option<Result<(), CliError>> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let thread = self.thread.take()?;
+        Some(thread.join().unwrap_or_else(|_| Err(CliError::Serve(std::io::Error::other("server thread panicked")))))
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.stop_inner();
+    }
+}
+
+pub fn spawn(bound: Bound) -> Running {
+    let addr = bound.local_addr();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::Builder::new()
+        .name("courrier-server".into())
+        .spawn(move || {
+            run(bound, async move {
+                let _ = stopped.await;
+            })
+        })
+        .expect("cannot start the server thread");
+    Running { addr, stop: Some(stop), thread: Some(thread) }
 }

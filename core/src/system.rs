@@ -24,8 +24,5 @@ pub fn health() -> Health {
 }
 
 pub fn version(app: &Courrier) -> VersionInfo {
-    VersionInfo {
-        build: app.build.clone(),
-        backend: app.store.backend(),
-    }
+    VersionInfo { build: app.build.clone(), backend: app.store.backend() }
 }

@@ -13,13 +13,8 @@ where
         Ok(out) => out,
         Err(join) if join.is_panic() => {
             let payload = join.into_panic();
-            Err(ApiError::internal(&format!(
-                "panic in core: {}",
-                crate::server::panic_message(&*payload)
-            )))
+            Err(ApiError::internal(&format!("panic in core: {}", crate::server::panic_message(&*payload))))
         }
-        Err(join) => Err(ApiError::internal(&format!(
-            "blocking task cancelled: {join}"
-        ))),
+        Err(join) => Err(ApiError::internal(&format!("blocking task cancelled: {join}"))),
     }
 }

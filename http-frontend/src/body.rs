@@ -1,6 +1,7 @@
 //! Reading request bodies: the declared length checked before any byte is read, the real
 //! length bounded while reading, a time-out for slow senders, and JSON refused with a reason.
 
+use crate::AppState;
 use crate::error::ApiError;
 use axum::body::Body;
 use axum::extract::{FromRequest, Request};
@@ -10,9 +11,6 @@ use http::header;
 use http_body_util::{BodyExt, Limited};
 use serde::de::DeserializeOwned;
 use std::time::Duration;
-
-/// A client that has sent its headers has this long to send its whole body.
-pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The declared Content-Length, refused at once when over `limit`.
 pub fn check_declared_length(headers: &http::HeaderMap, limit: usize) -> Result<(), ApiError> {
@@ -31,33 +29,19 @@ pub fn check_declared_length(headers: &http::HeaderMap, limit: usize) -> Result<
 }
 
 fn too_large(limit: usize) -> ApiError {
-    ApiError::new(
-        Code::BodyTooLarge,
-        format!("the body is larger than the limit of {limit} bytes"),
-    )
+    ApiError::new(Code::BodyTooLarge, format!("the body is larger than the limit of {limit} bytes"))
 }
 
-/// Reads the whole body, at most `limit` bytes, within [`BODY_READ_TIMEOUT`].
-pub async fn read_limited(body: Body, limit: usize) -> Result<Bytes, ApiError> {
+/// Reads the whole body, at most `limit` bytes, within `timeout`.
+pub async fn read_limited(body: Body, limit: usize, timeout: Duration) -> Result<Bytes, ApiError> {
     let collect = Limited::new(body, limit).collect();
-    match tokio::time::timeout(BODY_READ_TIMEOUT, collect).await {
+    match tokio::time::timeout(timeout, collect).await {
         Err(_) => Err(ApiError::new(
             Code::MalformedBody,
-            format!(
-                "the body did not arrive within {} seconds",
-                BODY_READ_TIMEOUT.as_secs()
-            ),
+            format!("the body did not arrive within {} seconds", timeout.as_secs()),
         )),
-        Ok(Err(e))
-            if e.downcast_ref::<http_body_util::LengthLimitError>()
-                .is_some() =>
-        {
-            Err(too_large(limit))
-        }
-        Ok(Err(e)) => Err(ApiError::new(
-            Code::MalformedBody,
-            format!("the body could not be read: {e}"),
-        )),
+        Ok(Err(e)) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => Err(too_large(limit)),
+        Ok(Err(e)) => Err(ApiError::new(Code::MalformedBody, format!("the body could not be read: {e}"))),
         Ok(Ok(collected)) => Ok(collected.to_bytes()),
     }
 }
@@ -66,10 +50,10 @@ pub async fn read_limited(body: Body, limit: usize) -> Result<Bytes, ApiError> {
 /// missing field, a wrong type) -> 422 `validation_failed` naming the field.
 pub struct Json<T>(pub T);
 
-impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
+impl<T: DeserializeOwned> FromRequest<AppState> for Json<T> {
     type Rejection = ApiError;
 
-    async fn from_request(req: Request, _state: &S) -> Result<Self, Self::Rejection> {
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, Self::Rejection> {
         let is_json = req
             .headers()
             .get(header::CONTENT_TYPE)
@@ -77,19 +61,15 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
             .and_then(|v| v.split(';').next())
             .map(|mime| {
                 let mime = mime.trim().to_ascii_lowercase();
-                mime == "application/json"
-                    || (mime.starts_with("application/") && mime.ends_with("+json"))
+                mime == "application/json" || (mime.starts_with("application/") && mime.ends_with("+json"))
             })
             .unwrap_or(false);
         if !is_json {
-            return Err(ApiError::new(
-                Code::MalformedBody,
-                "the body must be JSON (Content-Type: application/json)",
-            ));
+            return Err(ApiError::new(Code::MalformedBody, "the body must be JSON (Content-Type: application/json)"));
         }
         let limit = crate::routes::JSON_BODY_LIMIT;
         check_declared_length(req.headers(), limit)?;
-        let bytes = read_limited(req.into_body(), limit).await?;
+        let bytes = read_limited(req.into_body(), limit, state.body_read_timeout).await?;
         parse_json(&bytes).map(Json)
     }
 }
@@ -97,12 +77,9 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     serde_json::from_slice(bytes).map_err(|e| match e.classify() {
         serde_json::error::Category::Data => ApiError::new(Code::ValidationFailed, e.to_string()),
-        serde_json::error::Category::Io
-        | serde_json::error::Category::Syntax
-        | serde_json::error::Category::Eof => ApiError::new(
-            Code::MalformedBody,
-            format!("the body is not valid JSON: {e}"),
-        ),
+        serde_json::error::Category::Io | serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
+            ApiError::new(Code::MalformedBody, format!("the body is not valid JSON: {e}"))
+        }
     })
 }
 
@@ -131,16 +108,10 @@ mod tests {
     fn declared_length_is_checked_before_reading() {
         let mut h = http::HeaderMap::new();
         h.insert(header::CONTENT_LENGTH, "2000000".parse().unwrap());
-        assert_eq!(
-            check_declared_length(&h, 1_000_000).unwrap_err().code,
-            Code::BodyTooLarge
-        );
+        assert_eq!(check_declared_length(&h, 1_000_000).unwrap_err().code, Code::BodyTooLarge);
         h.insert(header::CONTENT_LENGTH, "12".parse().unwrap());
         assert!(check_declared_length(&h, 1_000_000).is_ok());
         h.insert(header::CONTENT_LENGTH, "x".parse().unwrap());
-        assert_eq!(
-            check_declared_length(&h, 1_000_000).unwrap_err().code,
-            Code::MalformedBody
-        );
+        assert_eq!(check_declared_length(&h, 1_000_000).unwrap_err().code, Code::MalformedBody);
     }
 }

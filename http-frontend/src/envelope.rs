@@ -16,9 +16,7 @@ tokio::task_local! {
 }
 
 pub fn current_request_id() -> String {
-    REQUEST_ID
-        .try_with(|id| id.as_str().to_owned())
-        .unwrap_or_else(|_| "unknown".to_owned())
+    REQUEST_ID.try_with(|id| id.as_str().to_owned()).unwrap_or_else(|_| "unknown".to_owned())
 }
 
 /// Set on error responses, so the access log can name the code without parsing the body.
@@ -34,10 +32,7 @@ fn meta() -> serde_json::Map<String, Value> {
 
 pub fn json_response(status: StatusCode, body: &Value) -> Response {
     let mut resp = (status, body.to_string()).into_response();
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
+    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     resp
 }
 
@@ -61,10 +56,7 @@ impl Reply {
     }
 
     fn with_status(status: StatusCode, data: Value) -> Self {
-        Self {
-            status,
-            body: json!({ "data": data, "meta": Value::Object(meta()) }),
-        }
+        Self { status, body: json!({ "data": data, "meta": Value::Object(meta()) }) }
     }
 
     /// A collection: `data` is an array; `meta` adds `total`, `limit` and `offset`.
@@ -73,10 +65,7 @@ impl Reply {
         m.insert("total".into(), total.into());
         m.insert("limit".into(), page.limit().into());
         m.insert("offset".into(), page.offset().into());
-        Self {
-            status: StatusCode::OK,
-            body: json!({ "data": items, "meta": Value::Object(m) }),
-        }
+        Self { status: StatusCode::OK, body: json!({ "data": items, "meta": Value::Object(m) }) }
     }
 }
 
@@ -95,8 +84,7 @@ impl IntoResponse for ApiError {
         });
         let mut resp = json_response(status, &body);
         if let Some(secs) = self.retry_after {
-            resp.headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+            resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
         resp.extensions_mut().insert(ErrorCode(self.code));
         resp

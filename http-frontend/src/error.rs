@@ -14,11 +14,7 @@ pub struct ApiError {
 
 impl ApiError {
     pub fn new(code: Code, message: impl Into<String>) -> Self {
-        Self {
-            code,
-            message: message.into(),
-            retry_after: None,
-        }
+        Self { code, message: message.into(), retry_after: None }
     }
 
     /// An unexpected failure: the cause goes to the log, the caller sees no detail.
@@ -80,25 +76,14 @@ mod tests {
             assert!(allowed.contains(&status), "{} -> {status}", code.as_str());
         }
         assert_eq!(status_of(Code::CsrfFailed.kind()), StatusCode::FORBIDDEN);
-        assert_eq!(
-            status_of(Code::IdempotencyUnsupported.kind()),
-            StatusCode::UNPROCESSABLE_ENTITY
-        );
-        assert_eq!(
-            status_of(Code::CredentialKeyringMissing.kind()),
-            StatusCode::SERVICE_UNAVAILABLE
-        );
+        assert_eq!(status_of(Code::IdempotencyUnsupported.kind()), StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(status_of(Code::CredentialKeyringMissing.kind()), StatusCode::SERVICE_UNAVAILABLE);
     }
 
     #[test]
     fn internal_errors_hide_their_cause() {
-        let e = ApiError::from(courrier_core::storage::StoreError::Backend(
-            "disk I/O error at /secret/path".into(),
-        ));
-        assert_eq!(
-            (e.code, e.message.as_str()),
-            (Code::Internal, "internal error")
-        );
+        let e = ApiError::from(courrier_core::storage::StoreError::Backend("disk I/O error at /secret/path".into()));
+        assert_eq!((e.code, e.message.as_str()), (Code::Internal, "internal error"));
         let e = ApiError::from(courrier_core::storage::StoreError::Busy);
         assert_eq!(e.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert!(e.message.contains("busy"));

@@ -33,6 +33,8 @@ use std::time::Instant;
 #[derive(Clone)]
 pub struct AppState {
     pub app: Arc<Courrier>,
+    /// A client that has sent its headers has this long to send its whole body.
+    pub body_read_timeout: std::time::Duration,
     pub openapi_mailing: bytes::Bytes,
     pub openapi_ocr: bytes::Bytes,
 }
@@ -44,6 +46,7 @@ impl AppState {
         Self {
             openapi_mailing: render(routes::Api::Mailing),
             openapi_ocr: render(routes::Api::Ocr),
+            body_read_timeout: std::time::Duration::from_secs(30),
             app,
         }
     }
@@ -58,9 +61,8 @@ pub fn router(state: AppState) -> Router {
 pub fn router_of(state: AppState, table: impl Iterator<Item = &'static Route>) -> Router {
     let mut by_path: Vec<(&'static str, axum::routing::MethodRouter<AppState>)> = Vec::new();
     for route in table {
-        let method_router = (route.handler)(route.method_filter()).route_layer(
-            middleware::from_fn(move |req: Request, next: Next| route_guard(route, req, next)),
-        );
+        let method_router = (route.handler)(route.method_filter())
+            .route_layer(middleware::from_fn(move |req: Request, next: Next| route_guard(route, req, next)));
         match by_path.iter_mut().find(|(p, _)| *p == route.path) {
             Some((_, existing)) => *existing = std::mem::take(existing).merge(method_router),
             None => by_path.push((route.path, method_router)),
@@ -73,10 +75,7 @@ pub fn router_of(state: AppState, table: impl Iterator<Item = &'static Route>) -
     router
         .fallback(|| async { ApiError::new(Code::NotFound, "no such route") })
         .method_not_allowed_fallback(|| async {
-            ApiError::new(
-                Code::MethodNotAllowed,
-                "this route does not accept that method",
-            )
+            ApiError::new(Code::MethodNotAllowed, "this route does not accept that method")
         })
         .with_state(state)
         .layer(middleware::from_fn(request_context))
@@ -95,19 +94,11 @@ async fn route_guard(route: &'static Route, mut req: Request, next: Next) -> Res
 
 async fn check_route(route: &'static Route, req: &mut Request) -> Result<(), ApiError> {
     if route.params.iter().any(|p| p.kind == ParamKind::Id) {
-        let raw = req
-            .extract_parts::<RawPathParams>()
-            .await
-            .map_err(|e| ApiError::internal(&e))?;
+        let raw = req.extract_parts::<RawPathParams>().await.map_err(|e| ApiError::internal(&e))?;
         for (name, value) in &raw {
-            if route
-                .params
-                .iter()
-                .any(|p| p.name == name && p.kind == ParamKind::Id)
-            {
-                parse_positive_id(value).map_err(|e| {
-                    ApiError::new(Code::InvalidPathId, format!("path parameter {name}: {e}"))
-                })?;
+            if route.params.iter().any(|p| p.name == name && p.kind == ParamKind::Id) {
+                parse_positive_id(value)
+                    .map_err(|e| ApiError::new(Code::InvalidPathId, format!("path parameter {name}: {e}")))?;
             }
         }
     }
@@ -123,10 +114,7 @@ static REQUEST_COUNTER: AtomicU64 = AtomicU64::new(0);
 /// The outermost layer: gives the request its id, contains panics, sets `X-Request-Id`, and logs
 /// every error answer with its request id, route, status and code.
 async fn request_context(req: Request, next: Next) -> Response {
-    let id = RequestId::new(
-        *REQUEST_PREFIX,
-        REQUEST_COUNTER.fetch_add(1, Ordering::Relaxed),
-    );
+    let id = RequestId::new(*REQUEST_PREFIX, REQUEST_COUNTER.fetch_add(1, Ordering::Relaxed));
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
     let started = Instant::now();
@@ -134,11 +122,8 @@ async fn request_context(req: Request, next: Next) -> Response {
         .scope(id.clone(), async move {
             match AssertUnwindSafe(next.run(req)).catch_unwind().await {
                 Ok(resp) => resp,
-                Err(payload) => ApiError::internal(&format!(
-                    "panic in handler: {}",
-                    server::panic_message(&*payload)
-                ))
-                .into_response(),
+                Err(payload) => ApiError::internal(&format!("panic in handler: {}", server::panic_message(&*payload)))
+                    .into_response(),
             }
         })
         .await;
@@ -146,10 +131,7 @@ async fn request_context(req: Request, next: Next) -> Response {
         resp.headers_mut().insert("x-request-id", value);
     }
     let status = resp.status();
-    let route = resp
-        .extensions()
-        .get::<MatchedRoute>()
-        .map_or(path.as_str(), |r| r.0);
+    let route = resp.extensions().get::<MatchedRoute>().map_or(path.as_str(), |r| r.0);
     let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
     match resp.extensions().get::<ErrorCode>() {
         Some(ErrorCode(code)) if status == StatusCode::INTERNAL_SERVER_ERROR => tracing::error!(
@@ -164,3 +146,6 @@ async fn request_context(req: Request, next: Next) -> Response {
     }
     resp
 }
+
+#[cfg(test)]
+mod pipeline_tests;

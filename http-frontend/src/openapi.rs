@@ -110,10 +110,7 @@ fn operation(route: &Route) -> Value {
         ),
         Success::Raw(media, schema) => (200, json!({ media: { "schema": schema.render() } })),
     };
-    responses.insert(
-        status.to_string(),
-        json!({ "description": "success", "content": content }),
-    );
+    responses.insert(status.to_string(), json!({ "description": "success", "content": content }));
     for status in route.error_statuses() {
         responses.insert(
             status.to_string(),

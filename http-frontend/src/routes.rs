@@ -81,8 +81,7 @@ pub const JSON_BODY_LIMIT: usize = 1024 * 1024;
 
 impl Route {
     pub fn method_filter(&self) -> MethodFilter {
-        MethodFilter::try_from(self.method.clone())
-            .expect("route table holds only standard methods")
+        MethodFilter::try_from(self.method.clone()).expect("route table holds only standard methods")
     }
 
     /// The HTTP statuses this route may answer besides its success, as the OpenAPI documents
@@ -96,10 +95,7 @@ impl Route {
             s.push(401);
             s.push(429);
         }
-        if self.params.iter().any(|p| p.kind == ParamKind::Id)
-            || !self.query.is_empty()
-            || self.request.is_some()
-        {
+        if self.params.iter().any(|p| p.kind == ParamKind::Id) || !self.query.is_empty() || self.request.is_some() {
             s.push(422);
         }
         s.sort_unstable();

@@ -44,9 +44,7 @@ pub async fn serve(
     let graceful = GracefulShutdown::new();
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let mut http = hyper::server::conn::http1::Builder::new();
-    http.timer(TokioTimer::new())
-        .header_read_timeout(limits.header_read_timeout)
-        .keep_alive(true);
+    http.timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout).keep_alive(true);
     tokio::pin!(shutdown);
     loop {
         let slot = tokio::select! {

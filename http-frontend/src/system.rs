@@ -64,10 +64,7 @@ async fn health() -> Reply {
 
 fn document(bytes: &bytes::Bytes) -> Response {
     let mut resp = bytes.clone().into_response();
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
+    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     resp
 }
 

@@ -1,1 +1,4 @@
+//! The integration tests' harness: the real server on a free port with a fresh data directory,
+//! in-process ([`TestApp`]) or as the real `courrier` binary ([`ProcessApp`]).
 
+pub mod harness;

@@ -1,1 +1,9 @@
+//! The one integration-test binary (one link instead of many). Every file under `tests/src/` is
+//! a module declared here or in `lib.rs`; `tidy::every_source_file_is_a_declared_module` fails
+//! otherwise.
 
+mod cli;
+mod envelopes;
+mod openapi;
+mod shutdown;
+mod tidy;

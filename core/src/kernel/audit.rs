@@ -23,9 +23,7 @@ impl Outcome {
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        [Outcome::Done, Outcome::Forbidden, Outcome::NotFound]
-            .into_iter()
-            .find(|o| o.as_str() == s)
+        [Outcome::Done, Outcome::Forbidden, Outcome::NotFound].into_iter().find(|o| o.as_str() == s)
     }
 }
 

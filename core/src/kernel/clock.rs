@@ -35,12 +35,7 @@ impl Timestamp {
         let micros = self.0.rem_euclid(1_000_000);
         let (days, sod) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
         let (y, m, d) = civil_from_days(days);
-        format!(
-            "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{micros:06}Z",
-            sod / 3600,
-            (sod % 3600) / 60,
-            sod % 60
-        )
+        format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{micros:06}Z", sod / 3600, (sod % 3600) / 60, sod % 60)
     }
 
     /// Parses `YYYY-MM-DD`, `YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)`. Anything else is `None`.
@@ -48,9 +43,7 @@ impl Timestamp {
         let b = s.as_bytes();
         let num = |r: std::ops::Range<usize>| -> Option<i64> {
             let part = s.get(r)?;
-            part.bytes()
-                .all(|c| c.is_ascii_digit())
-                .then(|| part.parse().ok())?
+            part.bytes().all(|c| c.is_ascii_digit()).then(|| part.parse().ok())?
         };
         if b.len() < 10 || b[4] != b'-' || b[7] != b'-' {
             return None;
@@ -62,11 +55,7 @@ impl Timestamp {
         let mut secs = days_from_civil(y, mo, d) * 86_400;
         let mut micros = 0;
         if b.len() > 10 {
-            if !(b[10] == b'T' || b[10] == b't' || b[10] == b' ')
-                || b.len() < 20
-                || b[13] != b':'
-                || b[16] != b':'
-            {
+            if !(b[10] == b'T' || b[10] == b't' || b[10] == b' ') || b.len() < 20 || b[13] != b':' || b[16] != b':' {
                 return None;
             }
             let (h, mi, se) = (num(11..13)?, num(14..16)?, num(17..19)?);
@@ -90,10 +79,7 @@ impl Timestamp {
             }
             match s.get(i..)? {
                 "Z" | "z" => {}
-                tz if tz.len() == 6
-                    && (tz.starts_with('+') || tz.starts_with('-'))
-                    && &tz[3..4] == ":" =>
-                {
+                tz if tz.len() == 6 && (tz.starts_with('+') || tz.starts_with('-')) && &tz[3..4] == ":" => {
                     let (oh, om) = (num(i + 1..i + 3)?, num(i + 4..i + 6)?);
                     if oh > 23 || om > 59 {
                         return None;
@@ -160,40 +146,19 @@ mod tests {
 
     #[test]
     fn formats_rfc3339_with_micros() {
-        assert_eq!(
-            Timestamp::from_unix_micros(0).to_rfc3339(),
-            "1970-01-01T00:00:00.000000Z"
-        );
-        assert_eq!(
-            Timestamp::from_unix_micros(1_795_425_649_123_456).to_rfc3339(),
-            "2026-11-23T09:20:49.123456Z"
-        );
-        assert_eq!(
-            Timestamp::from_unix_secs(951_782_400).to_rfc3339(),
-            "2000-02-29T00:00:00.000000Z"
-        );
-        assert_eq!(
-            Timestamp::from_unix_micros(-1).to_rfc3339(),
-            "1969-12-31T23:59:59.999999Z"
-        );
+        assert_eq!(Timestamp::from_unix_micros(0).to_rfc3339(), "1970-01-01T00:00:00.000000Z");
+        assert_eq!(Timestamp::from_unix_micros(1_795_425_649_123_456).to_rfc3339(), "2026-11-23T09:20:49.123456Z");
+        assert_eq!(Timestamp::from_unix_secs(951_782_400).to_rfc3339(), "2000-02-29T00:00:00.000000Z");
+        assert_eq!(Timestamp::from_unix_micros(-1).to_rfc3339(), "1969-12-31T23:59:59.999999Z");
     }
 
     #[test]
     fn parses_what_it_formats_and_common_forms() {
-        for micros in [
-            0,
-            1_795_425_649_123_456,
-            951_782_400_000_000,
-            -1,
-            4_102_444_799_999_999,
-        ] {
+        for micros in [0, 1_795_425_649_123_456, 951_782_400_000_000, -1, 4_102_444_799_999_999] {
             let t = Timestamp::from_unix_micros(micros);
             assert_eq!(Timestamp::parse_rfc3339(&t.to_rfc3339()), Some(t));
         }
-        assert_eq!(
-            Timestamp::parse_rfc3339("2026-11-23"),
-            Some(Timestamp::from_unix_secs(1_795_392_000))
-        );
+        assert_eq!(Timestamp::parse_rfc3339("2026-11-23"), Some(Timestamp::from_unix_secs(1_795_392_000)));
         assert_eq!(
             Timestamp::parse_rfc3339("2026-11-23T10:20:49+01:00"),
             Timestamp::parse_rfc3339("2026-11-23T09:20:49Z")

@@ -93,10 +93,7 @@ mod tests {
         for code in Code::ALL {
             let s = code.as_str();
             assert!(seen.insert(s), "duplicate code {s}");
-            assert!(
-                s.chars().all(|c| c.is_ascii_lowercase() || c == '_'),
-                "code {s} is not snake_case"
-            );
+            assert!(s.chars().all(|c| c.is_ascii_lowercase() || c == '_'), "code {s} is not snake_case");
         }
     }
 

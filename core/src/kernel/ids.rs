@@ -18,8 +18,7 @@ impl crate::kernel::CoreError for InvalidId {
 /// `" 1"` and `"1.0"` are refused, so one resource has one spelling.
 pub fn parse_positive_id(s: &str) -> Result<i64, InvalidId> {
     let refuse = || InvalidId(s.chars().take(40).collect());
-    if s.is_empty() || s.len() > 19 || !s.bytes().all(|b| b.is_ascii_digit()) || s.starts_with('0')
-    {
+    if s.is_empty() || s.len() > 19 || !s.bytes().all(|b| b.is_ascii_digit()) || s.starts_with('0') {
         return Err(refuse());
     }
     s.parse::<i64>().map_err(|_| refuse())

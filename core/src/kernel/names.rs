@@ -42,9 +42,7 @@ impl DomainName {
             return Err(refuse("it is longer than 253 characters"));
         }
         if !s.is_ascii() {
-            return Err(refuse(
-                "it must be ASCII (write an internationalised name in its xn-- form)",
-            ));
+            return Err(refuse("it must be ASCII (write an internationalised name in its xn-- form)"));
         }
         let s = s.to_ascii_lowercase();
         let labels: Vec<&str> = s.split('.').collect();
@@ -58,25 +56,15 @@ impl DomainName {
             if label.len() > 63 {
                 return Err(refuse("a label is longer than 63 characters"));
             }
-            if !label
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
-            {
-                return Err(refuse(
-                    "a label holds a character other than a-z, 0-9 and -",
-                ));
+            if !label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
+                return Err(refuse("a label holds a character other than a-z, 0-9 and -"));
             }
             if label.starts_with('-') || label.ends_with('-') {
                 return Err(refuse("a label starts or ends with a hyphen"));
             }
         }
-        if labels
-            .last()
-            .is_some_and(|tld| tld.bytes().all(|b| b.is_ascii_digit()))
-        {
-            return Err(refuse(
-                "the last label is numeric (an IP address is not a domain name)",
-            ));
+        if labels.last().is_some_and(|tld| tld.bytes().all(|b| b.is_ascii_digit())) {
+            return Err(refuse("the last label is numeric (an IP address is not a domain name)"));
         }
         Ok(Self(s))
     }
@@ -108,9 +96,7 @@ impl EmailAddress {
         if input.len() > 254 {
             return Err(refuse("it is longer than 254 characters"));
         }
-        let (local, domain) = input
-            .rsplit_once('@')
-            .ok_or_else(|| refuse("it has no @"))?;
+        let (local, domain) = input.rsplit_once('@').ok_or_else(|| refuse("it has no @"))?;
         if local.is_empty() {
             return Err(refuse("the part before @ is empty"));
         }
@@ -120,28 +106,17 @@ impl EmailAddress {
         // RFC 5322 atext, dot-separated; no empty atoms (leading, trailing or doubled dots).
         const SPECIALS: &[u8] = b"!#$%&'*+-/=?^_`{|}~";
         if local.split('.').any(str::is_empty) {
-            return Err(refuse(
-                "the part before @ has a leading, trailing or doubled dot",
-            ));
+            return Err(refuse("the part before @ has a leading, trailing or doubled dot"));
         }
-        if !local
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || SPECIALS.contains(&b))
-        {
-            return Err(refuse(
-                "the part before @ holds a character that is not allowed",
-            ));
+        if !local.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || SPECIALS.contains(&b)) {
+            return Err(refuse("the part before @ holds a character that is not allowed"));
         }
         // A trailing dot is fine on a bare domain name, not inside an address.
         if domain.ends_with('.') {
             return Err(refuse("the part after @ ends with a dot"));
         }
-        let domain = DomainName::parse(domain)
-            .map_err(|_| refuse("the part after @ is not a valid domain name"))?;
-        Ok(Self {
-            local: local.to_owned(),
-            domain,
-        })
+        let domain = DomainName::parse(domain).map_err(|_| refuse("the part after @ is not a valid domain name"))?;
+        Ok(Self { local: local.to_owned(), domain })
     }
 
     pub fn local_part(&self) -> &str {
@@ -168,16 +143,8 @@ pub struct ListName(String);
 impl ListName {
     /// Addresses derived from a list's name (`news-bounces@...`, `news-request@...`): a list named
     /// so would collide with another list's own addresses.
-    const RESERVED_SUFFIXES: &'static [&'static str] = &[
-        "-bounces",
-        "-confirm",
-        "-join",
-        "-leave",
-        "-owner",
-        "-request",
-        "-subscribe",
-        "-unsubscribe",
-    ];
+    const RESERVED_SUFFIXES: &'static [&'static str] =
+        &["-bounces", "-confirm", "-join", "-leave", "-owner", "-request", "-subscribe", "-unsubscribe"];
 
     pub fn parse(input: &str) -> Result<Self, NameError> {
         let refuse = |why| NameError::List(excerpt(input), why);
@@ -188,27 +155,17 @@ impl ListName {
             return Err(refuse("it is longer than 64 characters"));
         }
         let s = input.to_ascii_lowercase();
-        if !s
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b))
-        {
+        if !s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b)) {
             return Err(refuse("it may hold only a-z, 0-9, '.', '_' and '-'"));
         }
-        if !s.as_bytes()[0].is_ascii_alphanumeric()
-            || !s.as_bytes()[s.len() - 1].is_ascii_alphanumeric()
-        {
+        if !s.as_bytes()[0].is_ascii_alphanumeric() || !s.as_bytes()[s.len() - 1].is_ascii_alphanumeric() {
             return Err(refuse("it must start and end with a letter or a digit"));
         }
         if s.contains("..") {
             return Err(refuse("it has a doubled dot"));
         }
-        if Self::RESERVED_SUFFIXES
-            .iter()
-            .any(|suffix| s.ends_with(suffix))
-        {
-            return Err(refuse(
-                "it ends with a suffix reserved for the list server's own addresses",
-            ));
+        if Self::RESERVED_SUFFIXES.iter().any(|suffix| s.ends_with(suffix)) {
+            return Err(refuse("it ends with a suffix reserved for the list server's own addresses"));
         }
         Ok(Self(s))
     }
@@ -229,11 +186,7 @@ mod tests {
     use super::*;
 
     fn check_domain(input: &str, expect: Result<&str, ()>) {
-        assert_eq!(
-            DomainName::parse(input).map(|d| d.0).map_err(|_| ()),
-            expect.map(str::to_owned),
-            "{input:?}"
-        );
+        assert_eq!(DomainName::parse(input).map(|d| d.0).map_err(|_| ()), expect.map(str::to_owned), "{input:?}");
     }
 
     #[test]
@@ -259,10 +212,7 @@ mod tests {
         ] {
             check_domain(bad, Err(()));
         }
-        check_domain(
-            &format!("{}.org", "a".repeat(63)),
-            Ok(&format!("{}.org", "a".repeat(63))),
-        );
+        check_domain(&format!("{}.org", "a".repeat(63)), Ok(&format!("{}.org", "a".repeat(63))));
         check_domain(&format!("{}.org", "a".repeat(64)), Err(()));
         let long = vec!["abcdefghi"; 26].join("."); // 259 characters
         check_domain(&long, Err(()));
@@ -270,9 +220,7 @@ mod tests {
 
     fn check_email(input: &str, expect: Result<&str, ()>) {
         assert_eq!(
-            EmailAddress::parse(input)
-                .map(|e| e.to_string())
-                .map_err(|_| ()),
+            EmailAddress::parse(input).map(|e| e.to_string()).map_err(|_| ()),
             expect.map(str::to_owned),
             "{input:?}"
         );
@@ -305,10 +253,7 @@ mod tests {
         ] {
             check_email(bad, Err(()));
         }
-        check_email(
-            &format!("{}@example.org", "a".repeat(64)),
-            Ok(&format!("{}@example.org", "a".repeat(64))),
-        );
+        check_email(&format!("{}@example.org", "a".repeat(64)), Ok(&format!("{}@example.org", "a".repeat(64))));
         check_email(&format!("{}@example.org", "a".repeat(65)), Err(()));
     }
 
@@ -324,11 +269,7 @@ mod tests {
     }
 
     fn check_list(input: &str, expect: Result<&str, ()>) {
-        assert_eq!(
-            ListName::parse(input).map(|l| l.0).map_err(|_| ()),
-            expect.map(str::to_owned),
-            "{input:?}"
-        );
+        assert_eq!(ListName::parse(input).map(|l| l.0).map_err(|_| ()), expect.map(str::to_owned), "{input:?}");
     }
 
     #[test]

@@ -49,10 +49,7 @@ impl Page {
     }
 
     pub fn first(limit: u32) -> Self {
-        Self {
-            limit: limit.clamp(1, Self::MAX_LIMIT),
-            offset: 0,
-        }
+        Self { limit: limit.clamp(1, Self::MAX_LIMIT), offset: 0 }
     }
 
     pub fn limit(self) -> u32 {
@@ -66,10 +63,7 @@ impl Page {
 
 impl Default for Page {
     fn default() -> Self {
-        Self {
-            limit: Self::DEFAULT_LIMIT,
-            offset: 0,
-        }
+        Self { limit: Self::DEFAULT_LIMIT, offset: 0 }
     }
 }
 
@@ -91,9 +85,7 @@ mod tests {
     use super::*;
 
     fn check(limit: Option<&str>, offset: Option<&str>, expect: Result<(u32, u64), ()>) {
-        let got = Page::parse(limit, offset)
-            .map(|p| (p.limit(), p.offset()))
-            .map_err(|_| ());
+        let got = Page::parse(limit, offset).map(|p| (p.limit(), p.offset())).map_err(|_| ());
         assert_eq!(got, expect, "limit={limit:?} offset={offset:?}");
     }
 
@@ -112,17 +104,7 @@ mod tests {
 
     #[test]
     fn errors_say_which_parameter() {
-        assert!(
-            Page::parse(Some("0"), None)
-                .unwrap_err()
-                .to_string()
-                .starts_with("limit")
-        );
-        assert!(
-            Page::parse(None, Some("-3"))
-                .unwrap_err()
-                .to_string()
-                .starts_with("offset")
-        );
+        assert!(Page::parse(Some("0"), None).unwrap_err().to_string().starts_with("limit"));
+        assert!(Page::parse(None, Some("-3")).unwrap_err().to_string().starts_with("offset"));
     }
 }

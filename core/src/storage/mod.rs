@@ -6,8 +6,7 @@
 //! core), so a PostgreSQL adapter can implement it and run the same [`suite`].
 
 use crate::kernel::{
-    AuditEntry, AuditFilter, AuditId, Code, CoreError, Event, EventId, NewAuditEntry, NewEvent,
-    Page, Paged,
+    AuditEntry, AuditFilter, AuditId, Code, CoreError, Event, EventId, NewAuditEntry, NewEvent, Page, Paged,
 };
 
 #[cfg(any(test, feature = "testing"))]
@@ -23,9 +22,7 @@ pub enum StoreError {
     /// return their own error; reaching the caller as this means a race they lost.
     #[error("a record with the same identity already exists")]
     Duplicate,
-    #[error(
-        "the database schema is at version {found}, newer than this binary knows ({known}): run a newer courrier"
-    )]
+    #[error("the database schema is at version {found}, newer than this binary knows ({known}): run a newer courrier")]
     SchemaTooNew { found: i64, known: i64 },
     #[error("cannot open the database {path}: {reason}")]
     Open { path: String, reason: String },
@@ -36,9 +33,7 @@ pub enum StoreError {
 impl CoreError for StoreError {
     fn code(&self) -> Code {
         match self {
-            StoreError::Busy | StoreError::SchemaTooNew { .. } | StoreError::Open { .. } => {
-                Code::StorageUnavailable
-            }
+            StoreError::Busy | StoreError::SchemaTooNew { .. } | StoreError::Open { .. } => Code::StorageUnavailable,
             StoreError::Duplicate => Code::Conflict,
             StoreError::Backend(_) => Code::Internal,
         }
@@ -49,22 +44,14 @@ impl CoreError for StoreError {
 pub trait AuditRepo {
     fn append_audit(&mut self, entry: &NewAuditEntry) -> Result<AuditId, StoreError>;
     /// Newest first; `total` counts every entry the filter keeps.
-    fn list_audit(
-        &mut self,
-        filter: &AuditFilter,
-        page: Page,
-    ) -> Result<Paged<AuditEntry>, StoreError>;
+    fn list_audit(&mut self, filter: &AuditFilter, page: Page) -> Result<Paged<AuditEntry>, StoreError>;
 }
 
 /// The transactional outbox of lifecycle events.
 pub trait OutboxRepo {
     fn append_event(&mut self, event: &NewEvent) -> Result<Event, StoreError>;
     /// Events in the order they were recorded, after `after` (exclusive).
-    fn events_after(
-        &mut self,
-        after: Option<EventId>,
-        limit: u32,
-    ) -> Result<Vec<Event>, StoreError>;
+    fn events_after(&mut self, after: Option<EventId>, limit: u32) -> Result<Vec<Event>, StoreError>;
 }
 
 /// One transaction. Dropped without [`Tx::commit`], it rolls back.
@@ -96,10 +83,7 @@ pub fn in_write<T, E: From<StoreError>>(
 }
 
 /// Runs `f` in a read transaction (its snapshot ends when `f` returns).
-pub fn in_read<T, E: From<StoreError>>(
-    store: &dyn Store,
-    f: impl FnOnce(&mut dyn Tx) -> Result<T, E>,
-) -> Result<T, E> {
+pub fn in_read<T, E: From<StoreError>>(store: &dyn Store, f: impl FnOnce(&mut dyn Tx) -> Result<T, E>) -> Result<T, E> {
     let mut tx = store.read()?;
     f(&mut *tx)
 }

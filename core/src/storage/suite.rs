@@ -2,9 +2,7 @@
 //! tests call [`run_all`] with a function that makes a fresh, empty, migrated store.
 
 use super::{Store, StoreError, in_read, in_write};
-use crate::kernel::{
-    Actor, AuditFilter, EventName, NewAuditEntry, NewEvent, Outcome, Page, RequestId, Timestamp,
-};
+use crate::kernel::{Actor, AuditFilter, EventName, NewAuditEntry, NewEvent, Outcome, Page, RequestId, Timestamp};
 use std::sync::Arc;
 
 pub type Factory<'a> = &'a dyn Fn() -> Arc<dyn Store>;
@@ -22,10 +20,7 @@ fn audit(action: &str, at: i64, user: Option<i64>) -> NewAuditEntry {
     NewAuditEntry {
         at: Timestamp::from_unix_secs(at),
         request_id: RequestId::internal("suite"),
-        actor: Actor {
-            user_id: user,
-            key_id: None,
-        },
+        actor: Actor { user_id: user, key_id: None },
         action: action.to_owned(),
         target: "domain:example.org".to_owned(),
         outcome: Outcome::Done,
@@ -44,9 +39,7 @@ fn event(name: EventName, n: i64) -> NewEvent {
 
 fn count(store: &dyn Store) -> (u64, usize) {
     in_read(store, |tx| {
-        let audits = tx
-            .list_audit(&AuditFilter::default(), Page::default())?
-            .total;
+        let audits = tx.list_audit(&AuditFilter::default(), Page::default())?.total;
         let events = tx.events_after(None, 500)?.len();
         Ok::<_, StoreError>((audits, events))
     })
@@ -113,26 +106,15 @@ pub fn concurrent_writers_all_commit(store: Arc<dyn Store>) {
     }
     let (audits, events) = count(&*store);
     assert_eq!(audits, 200);
-    let ids: std::collections::HashSet<_> = in_read(&*store, |tx| tx.events_after(None, 500))
-        .unwrap()
-        .into_iter()
-        .map(|e| e.public_id)
-        .collect();
-    assert_eq!(
-        (events, ids.len()),
-        (200, 200),
-        "every event has its own public id"
-    );
+    let ids: std::collections::HashSet<_> =
+        in_read(&*store, |tx| tx.events_after(None, 500)).unwrap().into_iter().map(|e| e.public_id).collect();
+    assert_eq!((events, ids.len()), (200, 200), "every event has its own public id");
 }
 
 pub fn audit_filters_and_pages_in_the_query(store: &dyn Store) {
     in_write(store, |tx| {
         for i in 0..30 {
-            let action = if i % 3 == 0 {
-                "list.suspend"
-            } else {
-                "member.add"
-            };
+            let action = if i % 3 == 0 { "list.suspend" } else { "member.add" };
             tx.append_audit(&audit(action, 1_000 + i, Some(i % 2)))?;
         }
         Ok::<_, StoreError>(())
@@ -144,19 +126,9 @@ pub fn audit_filters_and_pages_in_the_query(store: &dyn Store) {
     };
     let all = list(AuditFilter::default(), "500", "0");
     assert_eq!(all.total, 30);
-    assert!(
-        all.items.windows(2).all(|w| w[0].at >= w[1].at),
-        "newest first"
-    );
+    assert!(all.items.windows(2).all(|w| w[0].at >= w[1].at), "newest first");
 
-    let suspends = list(
-        AuditFilter {
-            action: Some("list.suspend".into()),
-            ..Default::default()
-        },
-        "4",
-        "0",
-    );
+    let suspends = list(AuditFilter { action: Some("list.suspend".into()), ..Default::default() }, "4", "0");
     assert_eq!((suspends.total, suspends.items.len()), (10, 4));
     assert!(suspends.items.iter().all(|e| e.action == "list.suspend"));
 
@@ -175,14 +147,7 @@ pub fn audit_filters_and_pages_in_the_query(store: &dyn Store) {
     let secs: Vec<i64> = window.items.iter().map(|e| e.at.unix_secs()).collect();
     assert_eq!(secs, vec![1_017, 1_015]);
     let entry = &window.items[0];
-    assert_eq!(
-        (
-            entry.actor.user_id,
-            entry.outcome,
-            entry.request_id.as_str()
-        ),
-        (Some(1), Outcome::Done, "suite")
-    );
+    assert_eq!((entry.actor.user_id, entry.outcome, entry.request_id.as_str()), (Some(1), Outcome::Done, "suite"));
 }
 
 pub fn events_come_back_in_order_after_a_cursor(store: &dyn Store) {
@@ -196,15 +161,8 @@ pub fn events_come_back_in_order_after_a_cursor(store: &dyn Store) {
     let first = in_read(store, |tx| tx.events_after(None, 2)).unwrap();
     assert_eq!(first.len(), 2);
     let rest = in_read(store, |tx| tx.events_after(Some(first[1].id), 100)).unwrap();
-    let ns: Vec<i64> = first
-        .iter()
-        .chain(&rest)
-        .map(|e| e.data["n"].as_i64().unwrap())
-        .collect();
+    let ns: Vec<i64> = first.iter().chain(&rest).map(|e| e.data["n"].as_i64().unwrap()).collect();
     assert_eq!(ns, vec![0, 1, 2, 3, 4]);
-    assert!(
-        rest.iter()
-            .all(|e| e.name == EventName::SendSubmitted && e.public_id.starts_with("evt_"))
-    );
+    assert!(rest.iter().all(|e| e.name == EventName::SendSubmitted && e.public_id.starts_with("evt_")));
     assert_eq!(rest[0].data["note"], "é \"quoted\"");
 }

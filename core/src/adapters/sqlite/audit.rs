@@ -1,7 +1,5 @@
 use super::{SqliteTx, map_err};
-use crate::kernel::{
-    Actor, AuditEntry, AuditFilter, AuditId, NewAuditEntry, Outcome, Page, Paged, Timestamp,
-};
+use crate::kernel::{Actor, AuditEntry, AuditFilter, AuditId, NewAuditEntry, Outcome, Page, Paged, Timestamp};
 use crate::storage::{AuditRepo, StoreError};
 use rusqlite::types::Value;
 
@@ -46,11 +44,7 @@ impl AuditRepo for SqliteTx {
             args.push(Value::Integer(until.unix_micros()));
             clauses.push(format!("at <= ?{}", args.len()));
         }
-        let filter = if clauses.is_empty() {
-            String::new()
-        } else {
-            format!("WHERE {}", clauses.join(" AND "))
-        };
+        let filter = if clauses.is_empty() { String::new() } else { format!("WHERE {}", clauses.join(" AND ")) };
         let conn = self.conn();
         let total: i64 = conn
             .prepare_cached(&format!("SELECT COUNT(*) FROM audit_log {filter}"))
@@ -58,9 +52,7 @@ impl AuditRepo for SqliteTx {
             .map_err(map_err)?;
         let mut window = args.clone();
         window.push(Value::Integer(i64::from(page.limit())));
-        window.push(Value::Integer(
-            i64::try_from(page.offset()).unwrap_or(i64::MAX),
-        ));
+        window.push(Value::Integer(i64::try_from(page.offset()).unwrap_or(i64::MAX)));
         let n = args.len();
         let mut st = conn
             .prepare_cached(&format!(
@@ -77,10 +69,7 @@ impl AuditRepo for SqliteTx {
                     id: AuditId::from_stored(r.get(0)?),
                     at: Timestamp::from_unix_micros(r.get(1)?),
                     request_id: r.get(2)?,
-                    actor: Actor {
-                        user_id: r.get(3)?,
-                        key_id: r.get(4)?,
-                    },
+                    actor: Actor { user_id: r.get(3)?, key_id: r.get(4)? },
                     action: r.get(5)?,
                     target: r.get(6)?,
                     // The CHECK constraint admits only the three spellings.
@@ -89,10 +78,6 @@ impl AuditRepo for SqliteTx {
             })
             .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
             .map_err(map_err)?;
-        Ok(Paged {
-            items,
-            total: u64::try_from(total).unwrap_or(0),
-            page,
-        })
+        Ok(Paged { items, total: u64::try_from(total).unwrap_or(0), page })
     }
 }

@@ -11,11 +11,8 @@ struct Migration {
     sql: &'static str,
 }
 
-const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "audit_and_outbox",
-    sql: include_str!("migrations/0001_audit_outbox.sql"),
-}];
+const MIGRATIONS: &[Migration] =
+    &[Migration { version: 1, name: "audit_and_outbox", sql: include_str!("migrations/0001_audit_outbox.sql") }];
 
 pub(super) fn latest() -> i64 {
     MIGRATIONS.last().map_or(0, |m| m.version)
@@ -33,21 +30,11 @@ pub(super) fn apply(conn: &mut Connection, now_micros: i64) -> Result<(), StoreE
          )",
     )
     .map_err(map_err)?;
-    let tx = conn
-        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-        .map_err(map_err)?;
-    let current: i64 = tx
-        .query_row(
-            "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
-            [],
-            |r| r.get(0),
-        )
-        .map_err(map_err)?;
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(map_err)?;
+    let current: i64 =
+        tx.query_row("SELECT COALESCE(MAX(version), 0) FROM schema_migrations", [], |r| r.get(0)).map_err(map_err)?;
     if current > latest() {
-        return Err(StoreError::SchemaTooNew {
-            found: current,
-            known: latest(),
-        });
+        return Err(StoreError::SchemaTooNew { found: current, known: latest() });
     }
     for m in MIGRATIONS.iter().filter(|m| m.version > current) {
         tx.execute_batch(m.sql).map_err(map_err)?;
@@ -56,11 +43,7 @@ pub(super) fn apply(conn: &mut Connection, now_micros: i64) -> Result<(), StoreE
             rusqlite::params![m.version, m.name, now_micros],
         )
         .map_err(map_err)?;
-        tracing::info!(
-            version = m.version,
-            name = m.name,
-            "applied database migration"
-        );
+        tracing::info!(version = m.version, name = m.name, "applied database migration");
     }
     tx.commit().map_err(map_err)
 }

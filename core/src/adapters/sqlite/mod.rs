@@ -28,28 +28,20 @@ pub struct SqliteStore {
 impl SqliteStore {
     /// Opens (creating if needed) the database file and brings its schema up to date.
     pub fn open(path: &Path, now_micros: i64) -> Result<Self, StoreError> {
-        let open_err = |reason: String| StoreError::Open {
-            path: path.display().to_string(),
-            reason,
-        };
+        let open_err = |reason: String| StoreError::Open { path: path.display().to_string(), reason };
         // Check, convert and migrate on one plain connection first: a file that is not a database
         // fails here at once, where a pool would retry until its time-out.
         let mut conn = rusqlite::Connection::open(path).map_err(|e| open_err(e.to_string()))?;
-        conn.busy_timeout(BUSY_TIMEOUT)
-            .map_err(|e| open_err(e.to_string()))?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| open_err(e.to_string()))?;
         // WAL is a property of the file: set once, every later connection inherits it.
-        let mode: String = conn
-            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
-            .map_err(|e| open_err(e.to_string()))?;
+        let mode: String =
+            conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)).map_err(|e| open_err(e.to_string()))?;
         if !mode.eq_ignore_ascii_case("wal") {
-            return Err(open_err(format!(
-                "the file refused WAL mode (journal_mode is {mode})"
-            )));
+            return Err(open_err(format!("the file refused WAL mode (journal_mode is {mode})")));
         }
         migrations::apply(&mut conn, now_micros)?;
-        let sqlite_version = conn
-            .query_row("SELECT sqlite_version()", [], |r| r.get(0))
-            .map_err(|e| open_err(e.to_string()))?;
+        let sqlite_version =
+            conn.query_row("SELECT sqlite_version()", [], |r| r.get(0)).map_err(|e| open_err(e.to_string()))?;
         drop(conn);
         let manager = SqliteConnectionManager::file(path).with_init(|c| {
             c.busy_timeout(BUSY_TIMEOUT)?;
@@ -61,10 +53,7 @@ impl SqliteStore {
             .connection_timeout(BUSY_TIMEOUT)
             .build(manager)
             .map_err(|e| open_err(e.to_string()))?;
-        Ok(Self {
-            pool,
-            sqlite_version,
-        })
+        Ok(Self { pool, sqlite_version })
     }
 
     fn begin(&self, sql: &'static str) -> Result<Box<dyn Tx + '_>, StoreError> {
@@ -119,10 +108,10 @@ impl Tx for SqliteTx {
 
 impl Drop for SqliteTx {
     fn drop(&mut self) {
-        if let Some(conn) = self.conn.take() {
-            if let Err(e) = conn.execute_batch("ROLLBACK") {
-                tracing::warn!(error = %e, "rollback failed");
-            }
+        if let Some(conn) = self.conn.take()
+            && let Err(e) = conn.execute_batch("ROLLBACK")
+        {
+            tracing::warn!(error = %e, "rollback failed");
         }
     }
 }
@@ -159,8 +148,7 @@ mod tests {
         let n = std::sync::atomic::AtomicUsize::new(0);
         suite::run_all(&|| {
             let i = n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            Arc::new(SqliteStore::open(&dir.path().join(format!("s{i}.db")), 0).unwrap())
-                as Arc<dyn Store>
+            Arc::new(SqliteStore::open(&dir.path().join(format!("s{i}.db")), 0).unwrap()) as Arc<dyn Store>
         });
     }
 
@@ -169,27 +157,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteStore::open(&dir.path().join("c.db"), 0).unwrap();
         let conn = store.pool.get().unwrap();
-        let get = |p: &str| {
-            conn.query_row(&format!("PRAGMA {p}"), [], |r| {
-                r.get::<_, rusqlite::types::Value>(0)
-            })
-            .unwrap()
-        };
-        assert_eq!(
-            get("journal_mode"),
-            rusqlite::types::Value::Text("wal".into())
-        );
-        assert_eq!(
-            get("synchronous"),
-            rusqlite::types::Value::Integer(2),
-            "2 is FULL"
-        );
+        let get =
+            |p: &str| conn.query_row(&format!("PRAGMA {p}"), [], |r| r.get::<_, rusqlite::types::Value>(0)).unwrap();
+        assert_eq!(get("journal_mode"), rusqlite::types::Value::Text("wal".into()));
+        assert_eq!(get("synchronous"), rusqlite::types::Value::Integer(2), "2 is FULL");
         assert_eq!(get("foreign_keys"), rusqlite::types::Value::Integer(1));
-        assert!(
-            store.backend().starts_with("sqlite 3."),
-            "{}",
-            store.backend()
-        );
+        assert!(store.backend().starts_with("sqlite 3."), "{}", store.backend());
     }
 
     #[test]
@@ -201,18 +174,10 @@ mod tests {
             suite::commit_keeps_change_audit_and_event_together(&store);
         }
         let store = SqliteStore::open(&path, 1).unwrap();
-        let total = in_read(&store, |tx| {
-            tx.list_audit(&AuditFilter::default(), Page::default())
-        })
-        .unwrap()
-        .total;
+        let total = in_read(&store, |tx| tx.list_audit(&AuditFilter::default(), Page::default())).unwrap().total;
         assert_eq!(total, 1);
-        let applied: i64 = store
-            .pool
-            .get()
-            .unwrap()
-            .query_row("SELECT COUNT(*) FROM schema_migrations", [], |r| r.get(0))
-            .unwrap();
+        let applied: i64 =
+            store.pool.get().unwrap().query_row("SELECT COUNT(*) FROM schema_migrations", [], |r| r.get(0)).unwrap();
         assert_eq!(applied, migrations::latest());
     }
 
@@ -223,10 +188,7 @@ mod tests {
         drop(SqliteStore::open(&path, 0).unwrap());
         rusqlite::Connection::open(&path)
             .unwrap()
-            .execute(
-                "INSERT INTO schema_migrations VALUES (999, 'future', 0)",
-                [],
-            )
+            .execute("INSERT INTO schema_migrations VALUES (999, 'future', 0)", [])
             .unwrap();
         match SqliteStore::open(&path, 0) {
             Err(StoreError::SchemaTooNew { found: 999, known }) => {
@@ -240,11 +202,7 @@ mod tests {
     fn a_file_that_is_not_a_database_is_a_clear_error() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("c.db");
-        std::fs::write(
-            &path,
-            b"this is not a database, it is a text file long enough to have a header",
-        )
-        .unwrap();
+        std::fs::write(&path, b"this is not a database, it is a text file long enough to have a header").unwrap();
         let err = SqliteStore::open(&path, 0).map(|_| ()).unwrap_err();
         assert!(err.to_string().contains("c.db"), "{err}");
     }

@@ -33,11 +33,7 @@ impl OutboxRepo for SqliteTx {
         })
     }
 
-    fn events_after(
-        &mut self,
-        after: Option<EventId>,
-        limit: u32,
-    ) -> Result<Vec<Event>, StoreError> {
+    fn events_after(&mut self, after: Option<EventId>, limit: u32) -> Result<Vec<Event>, StoreError> {
         let mut st = self
             .conn()
             .prepare_cached(
@@ -46,30 +42,25 @@ impl OutboxRepo for SqliteTx {
             )
             .map_err(map_err)?;
         let rows = st
-            .query_map(
-                rusqlite::params![after.map_or(0, EventId::get), i64::from(limit)],
-                |r| {
-                    Ok((
-                        r.get::<_, i64>(0)?,
-                        r.get::<_, String>(1)?,
-                        r.get::<_, String>(2)?,
-                        r.get::<_, i64>(3)?,
-                        r.get::<_, Option<i64>>(4)?,
-                        r.get::<_, Option<i64>>(5)?,
-                        r.get::<_, String>(6)?,
-                    ))
-                },
-            )
+            .query_map(rusqlite::params![after.map_or(0, EventId::get), i64::from(limit)], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, i64>(3)?,
+                    r.get::<_, Option<i64>>(4)?,
+                    r.get::<_, Option<i64>>(5)?,
+                    r.get::<_, String>(6)?,
+                ))
+            })
             .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
             .map_err(map_err)?;
         rows.into_iter()
             .map(|(id, public_id, name, at, domain_id, list_id, data)| {
-                let name = EventName::parse(&name).ok_or_else(|| {
-                    StoreError::Backend(format!("unknown event name {name:?} in the outbox"))
-                })?;
-                let data = serde_json::from_str(&data).map_err(|e| {
-                    StoreError::Backend(format!("event {public_id} holds invalid JSON: {e}"))
-                })?;
+                let name = EventName::parse(&name)
+                    .ok_or_else(|| StoreError::Backend(format!("unknown event name {name:?} in the outbox")))?;
+                let data = serde_json::from_str(&data)
+                    .map_err(|e| StoreError::Backend(format!("event {public_id} holds invalid JSON: {e}")))?;
                 Ok(Event {
                     id: EventId::from_stored(id),
                     public_id,

@@ -1,0 +1,80 @@
+//! The `courrier` binary's commands: output, and a clear message with the right exit code on
+//! every error.
+
+use courrier_tests::harness::{free_port, run_cli};
+
+#[test]
+fn version_json_is_the_contracts_version_object() {
+    let (status, stdout, stderr) = run_cli(&["version", "--json"], &[]);
+    assert!(status.success(), "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(v["commit"].as_str().unwrap().len(), 40, "built from a git checkout: {v}");
+    assert!(v["dirty"].is_boolean());
+    assert!(v["go_version"].as_str().unwrap().starts_with("rustc "), "{v}");
+    assert_eq!(v["go_version"], v["rust_version"]);
+    assert!(v["platform"].as_str().unwrap().contains('/'));
+    assert!(v["backend"].as_str().unwrap().starts_with("sqlite 3."), "{v}");
+    assert!(v["commit_at"].as_str().unwrap().starts_with("20"), "{v}");
+}
+
+#[test]
+fn version_text_is_for_people() {
+    let (status, stdout, _) = run_cli(&["version"], &[]);
+    assert!(status.success());
+    assert!(stdout.starts_with("courrier "), "{stdout}");
+    assert!(stdout.contains("backend  sqlite"), "{stdout}");
+}
+
+#[test]
+fn a_bad_setting_is_a_clear_error_with_exit_code_1() {
+    let (status, stdout, stderr) = run_cli(&["serve"], &[("COURRIER_LISTEN", "not-an-address")]);
+    assert_eq!(status.code(), Some(1));
+    assert!(stdout.is_empty());
+    assert!(stderr.starts_with("courrier: COURRIER_LISTEN is not valid"), "{stderr}");
+}
+
+#[test]
+fn errors_are_json_on_stderr_with_json() {
+    let (status, _, stderr) = run_cli(&["serve", "--json"], &[("COURRIER_LOG_FORMAT", "yaml")]);
+    assert_eq!(status.code(), Some(1));
+    let e: serde_json::Value = serde_json::from_str(stderr.trim()).unwrap();
+    assert_eq!(e["error"]["code"], "validation_failed");
+    assert!(e["error"]["message"].as_str().unwrap().contains("COURRIER_LOG_FORMAT"));
+}
+
+#[test]
+fn a_busy_port_is_unavailable_exit_69() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let (status, _, stderr) = run_cli(&["serve"], &[("COURRIER_LISTEN", &addr)]);
+    assert_eq!(status.code(), Some(69), "{stderr}");
+    assert!(stderr.contains(&format!("cannot listen on {addr}")), "{stderr}");
+}
+
+#[test]
+fn an_unusable_data_dir_is_unavailable_exit_69() {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    let path = file.path().to_str().unwrap();
+    let port = free_port().to_string();
+    let listen = format!("127.0.0.1:{port}");
+    let (status, _, stderr) = run_cli(&["--data-dir", path, "serve"], &[("COURRIER_LISTEN", &listen)]);
+    assert_eq!(status.code(), Some(69), "{stderr}");
+    assert!(stderr.contains("cannot prepare the data directory"), "{stderr}");
+}
+
+#[test]
+fn a_database_that_is_not_one_is_unavailable_exit_69() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("courrier.db"), vec![b'x'; 4096]).unwrap();
+    let (status, _, stderr) = run_cli(&["--data-dir", dir.path().to_str().unwrap(), "version"], &[]);
+    assert_eq!(status.code(), Some(69), "{stderr}");
+    assert!(stderr.contains("courrier.db"), "{stderr}");
+}
+
+#[test]
+fn usage_errors_are_clap_exit_2() {
+    let (status, _, stderr) = run_cli(&["no-such-command"], &[]);
+    assert_eq!(status.code(), Some(2));
+    assert!(stderr.contains("no-such-command"), "{stderr}");
+}

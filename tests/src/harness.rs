@@ -1,0 +1,228 @@
+use courrier_cli::config::Config;
+use courrier_cli::server::{self, Running};
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// The workspace's root directory.
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ lives in the workspace").to_path_buf()
+}
+
+/// An answer, read whole.
+#[derive(Debug)]
+pub struct Resp {
+    pub status: u16,
+    pub headers: ureq::http::HeaderMap,
+    pub body: String,
+}
+
+impl Resp {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// Asserts the error envelope with this status and code; returns the body.
+    pub fn expect_error(&self, status: u16, code: &str) -> Value {
+        assert_eq!(self.status, status, "{}", self.body);
+        let body = self.json();
+        assert_eq!(body["error"]["code"], code, "{body}");
+        assert!(body["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{body}");
+        assert_eq!(body["meta"]["api_version"], "v1");
+        assert_eq!(Some(body["meta"]["request_id"].as_str().unwrap()), self.header("x-request-id"));
+        body
+    }
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(30)))
+        .build()
+        .into()
+}
+
+fn read(mut resp: ureq::http::Response<ureq::Body>) -> Resp {
+    let body = resp.body_mut().with_config().limit(64 * 1024 * 1024).read_to_string().unwrap_or_default();
+    Resp { status: resp.status().as_u16(), headers: resp.headers().clone(), body }
+}
+
+/// A client of one server.
+pub struct Client {
+    pub base: String,
+    agent: ureq::Agent,
+}
+
+impl Client {
+    pub fn new(addr: SocketAddr) -> Self {
+        Self { base: format!("http://{addr}"), agent: agent() }
+    }
+
+    pub fn get(&self, path: &str) -> Resp {
+        read(self.agent.get(format!("{}{path}", self.base)).call().expect("request failed"))
+    }
+
+    pub fn request(&self, method: &str, path: &str, headers: &[(&str, &str)], body: Option<&[u8]>) -> Resp {
+        let mut req = ureq::http::Request::builder().method(method).uri(format!("{}{path}", self.base));
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let resp = match body {
+            Some(b) => self.agent.run(req.body(b.to_vec()).unwrap()),
+            None => self.agent.run(req.body(()).unwrap()),
+        };
+        read(resp.expect("request failed"))
+    }
+
+    pub fn post_json(&self, path: &str, body: &Value) -> Resp {
+        self.request("POST", path, &[("content-type", "application/json")], Some(body.to_string().as_bytes()))
+    }
+}
+
+/// Sends raw bytes on a new connection; reads until the server closes or `wait` passes.
+pub fn raw_exchange(addr: SocketAddr, bytes: &[u8], wait: Duration) -> String {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(wait)).unwrap();
+    s.write_all(bytes).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The real server, in this process, on a free port, with a fresh data directory.
+pub struct TestApp {
+    pub addr: SocketAddr,
+    pub client: Client,
+    running: Option<Running>,
+    pub dir: tempfile::TempDir,
+}
+
+impl TestApp {
+    pub fn spawn() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let env = |k: &str| (k == "COURRIER_LISTEN").then(|| "127.0.0.1:0".to_owned());
+        let config = Config::from_env(env, Some(dir.path().to_path_buf())).unwrap();
+        let bound = server::bind(&config, courrier_cli::build_info()).expect("server binds");
+        let running = server::spawn(bound);
+        let addr = running.addr;
+        Self { addr, client: Client::new(addr), running: Some(running), dir }
+    }
+
+    pub fn get(&self, path: &str) -> Resp {
+        self.client.get(path)
+    }
+
+    pub fn stop(mut self) {
+        if let Some(r) = self.running.take() {
+            r.stop().expect("clean stop");
+        }
+    }
+}
+
+/// The `courrier` binary of this checkout, built once per test process (a no-op when fresh), so
+/// that process tests never run a stale binary.
+pub fn courrier_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Ok(bin) = std::env::var("COURRIER_BIN") {
+            return PathBuf::from(bin);
+        }
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args(["build", "--quiet", "-p", "courrier-cli", "--bin", "courrier"])
+            .current_dir(workspace_root())
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "building the courrier binary failed");
+        // The test executable is target/<profile>/deps/integration-<hash>.
+        let exe = std::env::current_exe().unwrap();
+        exe.parent().and_then(Path::parent).unwrap().join("courrier")
+    })
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Runs `courrier ARGS` to completion with a fresh data directory unless `--data-dir` is given.
+pub fn run_cli(args: &[&str], env: &[(&str, &str)]) -> (ExitStatus, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(courrier_bin());
+    if !args.contains(&"--data-dir") {
+        cmd.arg("--data-dir").arg(dir.path());
+    }
+    cmd.args(args).env_remove("COURRIER_DATA_DIR").env("COURRIER_LOG", "warn");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.stdin(Stdio::null()).output().expect("courrier runs");
+    (out.status, String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// The real binary serving on a free port.
+pub struct ProcessApp {
+    pub addr: SocketAddr,
+    pub client: Client,
+    child: Child,
+    pub dir: tempfile::TempDir,
+}
+
+impl ProcessApp {
+    pub fn spawn(env: &[(&str, &str)]) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let mut cmd = Command::new(courrier_bin());
+        cmd.arg("--data-dir").arg(dir.path()).arg("serve").env("COURRIER_LISTEN", addr.to_string());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        let app = Self { addr, client: Client::new(addr), child, dir };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while TcpStream::connect(addr).is_err() {
+            assert!(Instant::now() < deadline, "the server did not start listening within 30 s");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        app
+    }
+
+    pub fn signal(&self, name: &str) {
+        let status = Command::new("kill").arg(format!("-{name}")).arg(self.child.id().to_string()).status().unwrap();
+        assert!(status.success());
+    }
+
+    /// Waits for the process to exit (at most `within`); returns its status and stderr.
+    pub fn wait(mut self, within: Duration) -> (ExitStatus, String) {
+        let deadline = Instant::now() + within;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("the server did not exit within {within:?}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut stderr = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            let _ = e.read_to_string(&mut stderr);
+        }
+        (status, stderr)
+    }
+}
+
+impl Drop for ProcessApp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
