@@ -22,3 +22,20 @@ impl Clock for FixedClock {
         Timestamp::from_unix_micros(self.0.load(Ordering::SeqCst))
     }
 }
+
+/// A mail transport that records what it is given, or fails as told.
+#[derive(Default)]
+pub struct RecordingTransport {
+    pub sent: std::sync::Mutex<Vec<crate::kernel::OutgoingMessage>>,
+    pub fail_with: std::sync::Mutex<Option<crate::kernel::SendError>>,
+}
+
+impl crate::kernel::MailTransport for RecordingTransport {
+    fn send(&self, message: &crate::kernel::OutgoingMessage) -> Result<(), crate::kernel::SendError> {
+        if let Some(e) = self.fail_with.lock().expect("poisoned").clone() {
+            return Err(e);
+        }
+        self.sent.lock().expect("poisoned").push(message.clone());
+        Ok(())
+    }
+}

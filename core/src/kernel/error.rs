@@ -70,6 +70,7 @@ codes! {
     RateLimited => "rate_limited", RateLimited;
     CredentialKeyringMissing => "credential_keyring_missing", Unavailable;
     StorageUnavailable => "storage_unavailable", Unavailable;
+    MailUnavailable => "mail_unavailable", Unavailable;
     Internal => "internal_error", Internal;
 }
 
