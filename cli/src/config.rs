@@ -1,7 +1,7 @@
 //! The environment of `decisions.md`, read once at start and validated, so that a typo is a
 //! clear error at launch rather than a surprise at the first request.
 
-use courrier_core::kernel::{Code, CoreError};
+use courrier_core::kernel::{Code, CoreError, EmailAddress};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -13,6 +13,10 @@ pub struct Config {
     pub public_url: String,
     pub log_filter: String,
     pub log_json: bool,
+    /// The relay for mail out (`smtp://host[:port]`), used when a list has no own account.
+    pub smtp_url: String,
+    /// Sender of the installation's own notices.
+    pub mail_from: EmailAddress,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -56,13 +60,24 @@ impl Config {
                 return Err(invalid("COURRIER_LOG_FORMAT", format!("{other:?} is neither text nor json")));
             }
         };
+        let smtp_url = get("COURRIER_SMTP_URL").unwrap_or_else(|| "smtp://127.0.0.1:25".into());
+        let mail_from = match get("COURRIER_MAIL_FROM") {
+            Some(raw) => EmailAddress::parse(raw.trim()).map_err(|e| invalid("COURRIER_MAIL_FROM", e.to_string()))?,
+            None => default_mail_from(&public_url),
+        };
         Ok(Self {
+            smtp_url,
+            mail_from,
             listen,
             data_dir,
             public_url,
             log_filter: get("COURRIER_LOG").unwrap_or_else(|| "info".into()),
             log_json,
         })
+    }
+
+    pub fn public_host(&self) -> &str {
+        host_of(&self.public_url)
     }
 
     pub fn database_path(&self) -> PathBuf {
@@ -72,6 +87,20 @@ impl Config {
     pub fn documents_dir(&self) -> PathBuf {
         self.data_dir.join("documents")
     }
+}
+
+fn host_of(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split('/').next().unwrap_or(rest);
+    authority.rsplit_once(':').map_or(authority, |(h, _)| h)
+}
+
+/// `courrier@` the public URL's host when it is a domain name; a placeholder domain otherwise
+/// (an IP address cannot follow the @ of a plain address).
+fn default_mail_from(public_url: &str) -> EmailAddress {
+    EmailAddress::parse(&format!("courrier@{}", host_of(public_url)))
+        .or_else(|_| EmailAddress::parse("courrier@localhost.localdomain"))
+        .expect("the placeholder address is valid")
 }
 
 #[cfg(test)]
@@ -92,6 +121,11 @@ mod tests {
         assert_eq!(c.public_url, "http://127.0.0.1:8080");
         assert_eq!(c.database_path(), PathBuf::from("./courrier-data/courrier.db"));
         assert!(!c.log_json);
+        assert_eq!(c.smtp_url, "smtp://127.0.0.1:25");
+        assert_eq!(c.mail_from.to_string(), "courrier@localhost.localdomain");
+        let c = config(&[("COURRIER_PUBLIC_URL", "https://lists.example.org:8443/x")], None).unwrap();
+        assert_eq!(c.mail_from.to_string(), "courrier@lists.example.org");
+        assert!(config(&[("COURRIER_MAIL_FROM", "not an address")], None).is_err());
     }
 
     #[test]

@@ -16,6 +16,21 @@ pub enum CliError {
     Bind { addr: String, source: std::io::Error },
     #[error("the server failed: {0}")]
     Serve(std::io::Error),
+    #[error(transparent)]
+    Access(#[from] courrier_core::access::AccessError),
+    #[error(transparent)]
+    Name(#[from] courrier_core::kernel::NameError),
+    /// A value refused by the parsing the CLI shares with the HTTP API.
+    #[error("{message}")]
+    Input { code: Code, message: String },
+    #[error("cannot read the password from standard input: {0}")]
+    Stdin(std::io::Error),
+}
+
+impl From<courrier_http::error::ApiError> for CliError {
+    fn from(e: courrier_http::error::ApiError) -> Self {
+        CliError::Input { code: e.code, message: e.message }
+    }
 }
 
 impl CoreError for CliError {
@@ -25,6 +40,10 @@ impl CoreError for CliError {
             CliError::Store(e) => e.code(),
             CliError::DataDir { .. } | CliError::Bind { .. } => Code::StorageUnavailable,
             CliError::Serve(_) => Code::Internal,
+            CliError::Access(e) => e.code(),
+            CliError::Name(e) => e.code(),
+            CliError::Input { code, .. } => *code,
+            CliError::Stdin(_) => Code::ValidationFailed,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The `courrier` command line: each subcommand parses its arguments, calls core, and prints.
 //! `main.rs` is glue: `main -> run -> exit code`.
 
+mod admin;
 pub mod config;
 pub mod error;
 pub mod server;
@@ -31,6 +32,14 @@ pub enum Command {
     Serve,
     /// Print the version object: build information and the storage backend.
     Version,
+    /// Accounts.
+    #[command(subcommand)]
+    User(admin::UserCommand),
+    /// Roles of accounts.
+    #[command(subcommand)]
+    Role(admin::RoleCommand),
+    /// Create an API key for an account; prints its secret (shown once).
+    CreateApiKey(admin::CreateApiKey),
 }
 
 /// What the binary was built from (see build.rs).
@@ -90,6 +99,9 @@ fn execute(cli: Cli) -> Result<(), CliError> {
             }
             Ok(())
         }
+        Command::User(cmd) => admin::user(&config, cmd, cli.json),
+        Command::Role(cmd) => admin::role(&config, cmd, cli.json),
+        Command::CreateApiKey(cmd) => admin::create_api_key(&config, cmd, cli.json),
     }
 }
 

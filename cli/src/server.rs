@@ -1,10 +1,12 @@
 //! `courrier serve`: wire the adapters from the configuration and serve HTTP until a signal.
 
 use crate::config::Config;
+use crate::config::ConfigError;
 use crate::error::CliError;
-use courrier_core::Courrier;
-use courrier_core::adapters::{sqlite::SqliteStore, system_clock::SystemClock};
+use courrier_core::access::limits::Limiter;
+use courrier_core::adapters::{smtp::SmtpTransport, sqlite::SqliteStore, system_clock::SystemClock};
 use courrier_core::kernel::{BuildInfo, Clock};
+use courrier_core::{Courrier, Settings};
 use courrier_http::server::ServerLimits;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -17,8 +19,17 @@ pub fn wire(config: &Config, build: BuildInfo) -> Result<Arc<Courrier>, CliError
         create_private_dir(dir).map_err(|source| CliError::DataDir { path: dir.display().to_string(), source })?;
     }
     let clock = Arc::new(SystemClock);
+    let mail = SmtpTransport::from_url(&config.smtp_url)
+        .map_err(|e| ConfigError::Invalid { var: "COURRIER_SMTP_URL", reason: e.to_string() })?;
     let store = SqliteStore::open(&config.database_path(), clock.now().unix_micros())?;
-    Ok(Arc::new(Courrier { store: Arc::new(store), clock, build }))
+    Ok(Arc::new(Courrier {
+        store: Arc::new(store),
+        clock,
+        mail: Arc::new(mail),
+        settings: Settings { public_url: config.public_url.clone(), mail_from: config.mail_from.clone() },
+        build,
+        limiter: Limiter::default(),
+    }))
 }
 
 fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {

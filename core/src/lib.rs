@@ -4,6 +4,7 @@
 //! [`kernel`], call a function here with the adapters wired into [`Courrier`], and render what it
 //! returns. Nothing here is async or knows HTTP.
 
+pub mod access;
 pub mod adapters;
 pub mod kernel;
 pub mod storage;
@@ -13,9 +14,22 @@ pub mod testing;
 
 use std::sync::Arc;
 
-/// The wired application: the adapters every rule reaches the world through.
+/// The wired application: the adapters every rule reaches the world through, and the state that
+/// lives as long as the process (quotas).
 pub struct Courrier {
     pub store: Arc<dyn storage::Store>,
     pub clock: Arc<dyn kernel::Clock>,
+    pub mail: Arc<dyn kernel::MailTransport>,
+    pub settings: Settings,
     pub build: kernel::BuildInfo,
+    pub limiter: access::limits::Limiter,
+}
+
+/// Installation settings the rules need.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Base of the links put in mails, without a trailing slash.
+    pub public_url: String,
+    /// Sender of the installation's own notices (invitations, confirmations).
+    pub mail_from: kernel::EmailAddress,
 }

@@ -26,3 +26,22 @@ pub fn health() -> Health {
 pub fn version(app: &Courrier) -> VersionInfo {
     VersionInfo { build: app.build.clone(), backend: app.store.backend() }
 }
+
+/// The audit log as the caller may read it: everything for a site admin; for anyone else, only
+/// the entries of its own actions. Newest first.
+pub fn audit(
+    app: &Courrier,
+    p: &crate::access::Principal,
+    mut filter: crate::kernel::AuditFilter,
+    page: crate::kernel::Page,
+) -> Result<crate::kernel::Paged<crate::kernel::AuditEntry>, crate::access::AccessError> {
+    p.authorize_self(crate::access::Perm::Read)?;
+    if !p.is_site_admin() {
+        let own = p.user.as_ref().map(|u| u.id.get());
+        if filter.actor_user_id.is_some_and(|asked| Some(asked) != own) {
+            return Ok(crate::kernel::Paged { items: Vec::new(), total: 0, page });
+        }
+        filter.actor_user_id = own;
+    }
+    Ok(crate::storage::in_read(&*app.store, |tx| tx.list_audit(&filter, page))?)
+}

@@ -9,7 +9,9 @@ where
     F: FnOnce() -> Result<T, ApiError> + Send + 'static,
     T: Send + 'static,
 {
-    match tokio::task::spawn_blocking(f).await {
+    // Core's own log lines then carry the request's id too.
+    let span = tracing::Span::current();
+    match tokio::task::spawn_blocking(move || span.in_scope(f)).await {
         Ok(out) => out,
         Err(join) if join.is_panic() => {
             let payload = join.into_panic();

@@ -28,6 +28,12 @@ impl ApiError {
     }
 }
 
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
 /// Every core error converts the same way: its code, and its message unless it is internal.
 impl<E: CoreError> From<E> for ApiError {
     fn from(e: E) -> Self {
@@ -42,7 +48,7 @@ impl<E: CoreError> From<E> for ApiError {
                 }
                 ApiError::internal(&chain)
             }
-            _ => ApiError::new(e.code(), e.to_string()),
+            _ => ApiError { code: e.code(), message: e.to_string(), retry_after: e.retry_after() },
         }
     }
 }

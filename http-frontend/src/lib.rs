@@ -1,12 +1,17 @@
 //! Courrier's HTTP frontend: it parses requests into core's types, calls core, and renders the
 //! contract's envelopes. No domain rule lives here.
 
+mod access;
+pub use access::parse_key_request;
+pub mod auth;
 pub mod blocking;
 pub mod body;
 pub mod dto;
 pub mod envelope;
 pub mod error;
 pub mod openapi;
+mod pages;
+pub mod query;
 pub mod routes;
 pub mod schema;
 pub mod server;
@@ -61,8 +66,11 @@ pub fn router(state: AppState) -> Router {
 pub fn router_of(state: AppState, table: impl Iterator<Item = &'static Route>) -> Router {
     let mut by_path: Vec<(&'static str, axum::routing::MethodRouter<AppState>)> = Vec::new();
     for route in table {
-        let method_router = (route.handler)(route.method_filter())
-            .route_layer(middleware::from_fn(move |req: Request, next: Next| route_guard(route, req, next)));
+        let guard_state = state.clone();
+        let method_router =
+            (route.handler)(route.method_filter()).route_layer(middleware::from_fn(move |req: Request, next: Next| {
+                route_guard(guard_state.clone(), route, req, next)
+            }));
         match by_path.iter_mut().find(|(p, _)| *p == route.path) {
             Some((_, existing)) => *existing = std::mem::take(existing).merge(method_router),
             None => by_path.push((route.path, method_router)),
@@ -83,8 +91,8 @@ pub fn router_of(state: AppState, table: impl Iterator<Item = &'static Route>) -
 
 /// Runs on a matched route, before its handler: typed path segments and the declared body
 /// length are checked here once, for every route alike.
-async fn route_guard(route: &'static Route, mut req: Request, next: Next) -> Response {
-    let mut resp = match check_route(route, &mut req).await {
+async fn route_guard(state: AppState, route: &'static Route, mut req: Request, next: Next) -> Response {
+    let mut resp = match check_route(route, &mut req, &state).await {
         Ok(()) => next.run(req).await,
         Err(e) => e.into_response(),
     };
@@ -92,7 +100,7 @@ async fn route_guard(route: &'static Route, mut req: Request, next: Next) -> Res
     resp
 }
 
-async fn check_route(route: &'static Route, req: &mut Request) -> Result<(), ApiError> {
+async fn check_route(route: &'static Route, req: &mut Request, state: &AppState) -> Result<(), ApiError> {
     if route.params.iter().any(|p| p.kind == ParamKind::Id) {
         let raw = req.extract_parts::<RawPathParams>().await.map_err(|e| ApiError::internal(&e))?;
         for (name, value) in &raw {
@@ -102,7 +110,12 @@ async fn check_route(route: &'static Route, req: &mut Request) -> Result<(), Api
             }
         }
     }
-    body::check_declared_length(req.headers(), route.body_limit)
+    body::check_declared_length(req.headers(), route.body_limit)?;
+    if route.access != routes::Access::Public {
+        let principal = auth::authenticate(state, req).await?;
+        req.extensions_mut().insert(principal);
+    }
+    Ok(())
 }
 
 #[derive(Clone, Copy)]
@@ -118,15 +131,16 @@ async fn request_context(req: Request, next: Next) -> Response {
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
     let started = Instant::now();
-    let mut resp = REQUEST_ID
-        .scope(id.clone(), async move {
-            match AssertUnwindSafe(next.run(req)).catch_unwind().await {
-                Ok(resp) => resp,
-                Err(payload) => ApiError::internal(&format!("panic in handler: {}", server::panic_message(&*payload)))
-                    .into_response(),
+    let span = tracing::info_span!("request", request_id = %id);
+    let guarded = async move {
+        match AssertUnwindSafe(next.run(req)).catch_unwind().await {
+            Ok(resp) => resp,
+            Err(payload) => {
+                ApiError::internal(&format!("panic in handler: {}", server::panic_message(&*payload))).into_response()
             }
-        })
-        .await;
+        }
+    };
+    let mut resp = REQUEST_ID.scope(id.clone(), tracing::Instrument::instrument(guarded, span)).await;
     if let Ok(value) = HeaderValue::from_str(id.as_str()) {
         resp.headers_mut().insert("x-request-id", value);
     }

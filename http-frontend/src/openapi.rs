@@ -14,8 +14,9 @@ pub fn document(api: Api, version: &str) -> Value {
         Api::Mailing => (
             "Courrier mailing-list service",
             "Sending domains, lists, members, sends, moderation, webhooks, users and API keys.",
-            json!([{ "name": "system" }]),
+            json!([{ "name": "system" }, { "name": "auth" }, { "name": "users" }, { "name": "apikeys" }]),
         ),
+        Api::Page => ("Courrier pages", "", json!([])),
         Api::Ocr => (
             "Courrier OCR document service",
             "OCR of PDF, JPEG and text documents, zone cuts and invoice extraction.",
@@ -30,7 +31,7 @@ pub fn document(api: Api, version: &str) -> Value {
     let version = match api {
         Api::Mailing => version,
         // The OCR contract fixes its interface version.
-        Api::Ocr => "1.0.0",
+        Api::Ocr | Api::Page => "1.0.0",
     };
     json!({
         "openapi": "3.1.0",
@@ -83,10 +84,14 @@ fn operation(route: &Route) -> Value {
     }
     op["security"] = match route.access {
         Access::Public => json!([]),
-        Access::Authenticated => {
+        Access::Authenticated | Access::Perm(_) => {
             json!([{ "bearerAuth": [] }, { "apiKeyHeader": [] }, { "sessionCookie": [] }])
         }
     };
+    if let Access::Perm(perm) = route.access {
+        op["x-required-permission"] = json!(perm.as_str());
+        op["summary"] = json!(format!("{} [{}]", route.summary, perm.as_str()));
+    }
     let mut responses = Map::new();
     let (status, content) = match route.success {
         Success::Data(status, data) => (
@@ -109,8 +114,13 @@ fn operation(route: &Route) -> Value {
             }}}),
         ),
         Success::Raw(media, schema) => (200, json!({ media: { "schema": schema.render() } })),
+        Success::NoContent => (204, Value::Null),
     };
-    responses.insert(status.to_string(), json!({ "description": "success", "content": content }));
+    let mut ok = json!({ "description": "success" });
+    if !content.is_null() {
+        ok["content"] = content;
+    }
+    responses.insert(status.to_string(), ok);
     for status in route.error_statuses() {
         responses.insert(
             status.to_string(),

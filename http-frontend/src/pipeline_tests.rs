@@ -33,6 +33,7 @@ const fn probe(
         request: None,
         success: Success::Data(200, schema::ANY_OBJECT),
         body_limit: JSON_BODY_LIMIT,
+        errors: &[],
         handler,
     }
 }
@@ -77,7 +78,17 @@ impl Drop for Probe {
 fn start(limits: ServerLimits, body_read_timeout: Duration) -> Probe {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(&dir.path().join("c.db"), 0).unwrap();
-    let app = Arc::new(Courrier { store: Arc::new(store), clock: Arc::new(SystemClock), build: BuildInfo::unknown() });
+    let app = Arc::new(Courrier {
+        store: Arc::new(store),
+        clock: Arc::new(SystemClock),
+        mail: Arc::new(courrier_core::testing::RecordingTransport::default()),
+        settings: courrier_core::Settings {
+            public_url: "http://127.0.0.1".into(),
+            mail_from: courrier_core::kernel::EmailAddress::parse("courrier@example.org").unwrap(),
+        },
+        build: BuildInfo::unknown(),
+        limiter: Default::default(),
+    });
     let mut state = AppState::new(app);
     state.body_read_timeout = body_read_timeout;
     let router = router_of(state, PROBES.iter().chain(routes::all()));

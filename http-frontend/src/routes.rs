@@ -5,6 +5,7 @@
 use crate::AppState;
 use crate::schema::Schema;
 use axum::routing::{MethodFilter, MethodRouter};
+pub use courrier_core::access::Perm;
 use http::Method;
 
 /// Which of the two services, and so which OpenAPI document, a route belongs to.
@@ -14,14 +15,18 @@ pub enum Api {
     Mailing,
     /// The OCR document service, `/api`.
     Ocr,
+    /// Web pages (`/p/...`): HTML for people, in neither OpenAPI document.
+    Page,
 }
 
-/// The credential a route requires. Routes with a permission also answer 403 and 404.
+/// The credential a route requires. The permission is what an API key must carry at least;
+/// core decides the rest (scope, roles) and answers 403 or 404.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {
     Public,
     /// Any authenticated principal, no permission (e.g. `GET /system/version`).
     Authenticated,
+    Perm(Perm),
 }
 
 /// How a path segment is typed. `Id` segments are validated before the handler runs: anything
@@ -56,6 +61,8 @@ pub enum Success {
     Collection(Schema),
     /// A document served as it is (OpenAPI, CSV, JPEG), with its media type.
     Raw(&'static str, Schema),
+    /// 204, no body.
+    NoContent,
 }
 
 pub struct Route {
@@ -73,6 +80,8 @@ pub struct Route {
     pub success: Success,
     /// The largest body accepted, checked against Content-Length before any byte is read.
     pub body_limit: usize,
+    /// Statuses this route answers besides those its shape implies (409, 204 routes' 404, ...).
+    pub errors: &'static [u16],
     pub handler: fn(MethodFilter) -> MethodRouter<AppState>,
 }
 
@@ -95,15 +104,23 @@ impl Route {
             s.push(401);
             s.push(429);
         }
+        if matches!(self.access, Access::Perm(_)) {
+            s.extend([403, 404]);
+        }
+        if self.access != Access::Public && self.method != Method::GET {
+            s.push(403); // csrf_failed
+        }
+        s.extend(self.errors);
         if self.params.iter().any(|p| p.kind == ParamKind::Id) || !self.query.is_empty() || self.request.is_some() {
             s.push(422);
         }
         s.sort_unstable();
+        s.dedup();
         s
     }
 }
 
 /// Every route of both services.
 pub fn all() -> impl Iterator<Item = &'static Route> {
-    crate::system::ROUTES.iter()
+    crate::system::ROUTES.iter().chain(crate::access::ROUTES).chain(crate::pages::ROUTES)
 }

@@ -75,3 +75,208 @@ pub fn error_envelope() -> Value {
         }
     })
 }
+
+pub const LIMIT: Schema = Schema(|| json!({ "type": "integer", "minimum": 1, "maximum": 500, "default": 50 }));
+pub const OFFSET: Schema = Schema(|| json!({ "type": "integer", "minimum": 0, "default": 0 }));
+pub const STRING: Schema = Schema(|| json!({ "type": "string" }));
+pub const POSITIVE_ID: Schema = Schema(|| json!({ "type": "integer", "minimum": 1 }));
+pub const DATE_TIME: Schema = Schema(|| json!({ "type": "string", "format": "date-time" }));
+
+fn nullable(t: &str) -> Value {
+    json!({ "type": [t, "null"] })
+}
+
+fn object(required: &[&str], properties: Value) -> Value {
+    json!({ "type": "object", "required": required, "properties": properties })
+}
+
+/// A request body: unknown fields are refused (422), so the schema says so.
+fn closed(required: &[&str], properties: Value) -> Value {
+    let mut v = object(required, properties);
+    v["additionalProperties"] = json!(false);
+    v
+}
+
+fn user() -> Value {
+    object(
+        &["id", "email", "status", "created_at", "updated_at"],
+        json!({
+            "id": { "type": "integer" },
+            "email": { "type": "string" },
+            "firstname": nullable("string"),
+            "name": nullable("string"),
+            "mobile": nullable("string"),
+            "language_code_id": nullable("string"),
+            "status": { "type": "string", "enum": ["active", "disabled"] },
+            "has_password": { "type": "boolean" },
+            "email_verified_at": nullable("string"),
+            "created_at": { "type": "string", "format": "date-time" },
+            "updated_at": { "type": "string", "format": "date-time" }
+        }),
+    )
+}
+
+fn role() -> Value {
+    object(
+        &["role"],
+        json!({
+            "id": { "type": "integer" },
+            "role": { "type": "string", "enum": ["site_admin", "domain_admin", "owner", "moderator"] },
+            "domain": nullable("string"),
+            "list": nullable("string"),
+            "granted_at": { "type": "string", "format": "date-time" }
+        }),
+    )
+}
+
+fn api_key() -> Value {
+    object(
+        &["id", "name", "prefix", "scope_kind", "perms", "rate_limit_per_min", "created_at"],
+        json!({
+            "id": { "type": "integer" },
+            "user_id": { "type": "integer" },
+            "name": { "type": "string" },
+            "prefix": { "type": "string" },
+            "scope_kind": { "type": "string", "enum": ["user", "domain", "list"] },
+            "domain": nullable("string"),
+            "list": nullable("string"),
+            "perms": { "type": "array", "items": { "type": "string" } },
+            "rate_limit_per_min": { "type": "integer" },
+            "expires_at": nullable("string"),
+            "created_at": { "type": "string" },
+            "revoked_at": nullable("string")
+        }),
+    )
+}
+
+fn with(mut base: Value, extra: Value) -> Value {
+    for (k, v) in extra.as_object().expect("an object").clone() {
+        base["properties"][k] = v;
+    }
+    base
+}
+
+pub const USER: Schema = Schema(user);
+pub const USER_DETAIL: Schema = Schema(|| with(user(), json!({ "roles": { "type": "array", "items": role() } })));
+pub const USER_CREATED: Schema =
+    Schema(|| with(user(), json!({ "invitation": { "type": "string", "enum": ["not_needed", "sent", "failed"] } })));
+pub const ROLE_GRANT: Schema = Schema(role);
+pub const ROLE_LIST: Schema = Schema(|| json!({ "type": "array", "items": role() }));
+pub const API_KEY: Schema = Schema(api_key);
+pub const API_KEY_CREATED: Schema =
+    Schema(|| with(api_key(), json!({ "secret": { "type": "string", "pattern": "^svc_[0-9a-f]{16}_[0-9a-f]{64}$" } })));
+
+pub const LOGIN_REQUEST: Schema = Schema(|| {
+    closed(&["email", "password"], json!({ "email": { "type": "string" }, "password": { "type": "string" } }))
+});
+pub const LOGIN: Schema = Schema(|| {
+    object(
+        &["user", "csrf_token", "expires_at"],
+        json!({
+            "user": user(),
+            "roles": { "type": "array", "items": role() },
+            "csrf_token": { "type": "string" },
+            "expires_at": { "type": "string", "format": "date-time" }
+        }),
+    )
+});
+pub const SESSION: Schema = Schema(|| {
+    object(
+        &["via", "roles", "perms", "capabilities"],
+        json!({
+            "user": { "oneOf": [user(), { "type": "null" }] },
+            "via": { "type": "string", "enum": ["api_key", "session", "operator"] },
+            "csrf_token": nullable("string"),
+            "roles": { "type": "array", "items": role() },
+            "domains": { "type": "array", "items": { "type": "string" } },
+            "lists": { "type": "array", "items": { "type": "object" } },
+            "perms": { "type": "array", "items": { "type": "string" } },
+            "capabilities": { "type": "object" }
+        }),
+    )
+});
+pub const VERSION: Schema = Schema(|| {
+    object(
+        &["version", "commit", "dirty", "go_version", "platform", "backend"],
+        json!({
+            "version": { "type": "string" },
+            "commit": { "type": "string" },
+            "dirty": { "type": "boolean" },
+            "built_at": { "type": "string" },
+            "commit_at": { "type": "string" },
+            "go_version": { "type": "string" },
+            "rust_version": { "type": "string" },
+            "platform": { "type": "string" },
+            "backend": { "type": "string" }
+        }),
+    )
+});
+pub const AUDIT_ENTRY: Schema = Schema(|| {
+    object(
+        &["id", "at", "request_id", "action", "target", "outcome"],
+        json!({
+            "id": { "type": "integer" },
+            "at": { "type": "string", "format": "date-time" },
+            "request_id": { "type": "string" },
+            "actor_user_id": nullable("integer"),
+            "actor_key_id": nullable("integer"),
+            "action": { "type": "string" },
+            "target": { "type": "string" },
+            "outcome": { "type": "string", "enum": ["done", "forbidden", "not_found"] }
+        }),
+    )
+});
+pub const USER_CREATE: Schema = Schema(|| {
+    closed(
+        &["email"],
+        json!({
+            "email": { "type": "string" },
+            "password": { "type": "string", "minLength": 12 },
+            "firstname": { "type": "string" },
+            "name": { "type": "string" },
+            "mobile": { "type": "string" },
+            "language_code_id": { "type": "string" }
+        }),
+    )
+});
+pub const USER_PATCH: Schema = Schema(|| {
+    closed(
+        &[],
+        json!({
+            "status": { "type": "string", "enum": ["active", "disabled"] },
+            "firstname": nullable("string"),
+            "name": nullable("string"),
+            "mobile": nullable("string"),
+            "language_code_id": nullable("string")
+        }),
+    )
+});
+pub const PASSWORD: Schema =
+    Schema(|| closed(&["password"], json!({ "password": { "type": "string", "minLength": 12, "maxLength": 256 } })));
+pub const ROLE_REQUEST: Schema = Schema(|| {
+    closed(
+        &["role"],
+        json!({
+            "role": { "type": "string", "enum": ["site_admin", "domain_admin", "owner", "moderator"] },
+            "domain": { "type": "string" },
+            "list": { "type": "string" }
+        }),
+    )
+});
+pub const API_KEY_CREATE: Schema = Schema(|| {
+    closed(
+        &["name", "scope_kind", "perms"],
+        json!({
+            "name": { "type": "string", "minLength": 1, "maxLength": 100 },
+            "scope_kind": { "type": "string", "enum": ["user", "domain", "list"] },
+            "domain": { "type": "string" },
+            "list": { "type": "string" },
+            "perms": {
+                "type": "array", "minItems": 1,
+                "items": { "type": "string", "enum": ["read", "members:write", "send", "moderate", "manage"] }
+            },
+            "expires_at": { "type": "string", "format": "date-time" },
+            "rate_limit_per_min": { "type": "integer", "minimum": 1, "maximum": 100000 }
+        }),
+    )
+});

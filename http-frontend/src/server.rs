@@ -5,7 +5,6 @@
 
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -64,7 +63,13 @@ pub async fn serve(
             },
         };
         let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(router.clone());
+        let router = router.clone();
+        // The peer's address rides in the request's extensions (login throttling per source).
+        let service = hyper::service::service_fn(move |mut req: http::Request<hyper::body::Incoming>| {
+            req.extensions_mut().insert(PeerAddr(peer));
+            let mut router = router.clone();
+            async move { tower_service::Service::call(&mut router, req).await }
+        });
         let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
         tokio::spawn(async move {
             if let Err(e) = conn.await {
@@ -83,6 +88,10 @@ pub async fn serve(
     }
     Ok(())
 }
+
+/// The address of the client at the other end of the connection.
+#[derive(Debug, Clone, Copy)]
+pub struct PeerAddr(pub std::net::SocketAddr);
 
 /// The text of a panic payload, for the log.
 pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {

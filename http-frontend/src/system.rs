@@ -24,6 +24,7 @@ pub static ROUTES: &[Route] = &[
         request: None,
         success: Success::Data(200, schema::HEALTH),
         body_limit: crate::routes::JSON_BODY_LIMIT,
+        errors: &[],
         handler: |m| on(m, health),
     },
     Route {
@@ -39,6 +40,7 @@ pub static ROUTES: &[Route] = &[
         request: None,
         success: Success::Raw("application/json", Schema(|| json!({ "type": "object" }))),
         body_limit: crate::routes::JSON_BODY_LIMIT,
+        errors: &[],
         handler: |m| on(m, openapi_mailing),
     },
     Route {
@@ -54,6 +56,7 @@ pub static ROUTES: &[Route] = &[
         request: None,
         success: Success::Raw("application/json", Schema(|| json!({ "type": "object" }))),
         body_limit: crate::routes::JSON_BODY_LIMIT,
+        errors: &[],
         handler: |m| on(m, openapi_ocr),
     },
 ];

@@ -226,3 +226,207 @@ impl Drop for ProcessApp {
         let _ = self.child.wait();
     }
 }
+
+/// A real SMTP server for the mail tests: Python's aiosmtpd on a free port of 127.0.0.1, writing
+/// what it accepts into a Maildir of its own temporary directory. Killed on drop.
+///
+/// aiosmtpd's `Mailbox` handler stores each message as received (dot-unstuffed, with LF line
+/// ends) and appends three headers after the message's own: `X-Peer: ('127.0.0.1', <client
+/// port>)` (so messages of one connection share it), `X-MailFrom: <reverse-path>` (without brackets;
+/// the null path is `<>`) and `X-RcptTo: <recipients, comma-separated>`.
+///
+/// aiosmtpd runs from the CI venv (`$COURRIER_TEST_VENV`, else `$XDG_CACHE_HOME` or
+/// `$HOME/.cache`, + `/courrier-ci-venv`), which `.ci/run` creates; without it the test fails.
+pub struct SmtpSink {
+    port: u16,
+    options: SinkOptions,
+    child: Child,
+    pub dir: tempfile::TempDir,
+}
+
+/// How an [`SmtpSink`] behaves. The default is aiosmtpd's stock `Mailbox` handler, which does not
+/// offer PIPELINING.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SinkOptions {
+    /// Offer PIPELINING in the EHLO reply (aiosmtpd reads pipelined commands fine but never says so).
+    pub pipelining: bool,
+    /// Refuse `RCPT TO` with this code for every address whose local part starts with `refuse`.
+    pub refuse_rcpt: Option<u16>,
+}
+
+/// The handler behind the non-default [`SinkOptions`], written into the sink's directory.
+const SINK_HANDLER: &str = r#"
+"""courrier's test sink: aiosmtpd's Mailbox, optionally offering PIPELINING and refusing
+RCPT TO addresses whose local part starts with "refuse" with a given code."""
+from aiosmtpd.handlers import Mailbox
+
+
+class Sink(Mailbox):
+    def __init__(self, mail_dir, pipelining, refuse_code):
+        super().__init__(mail_dir)
+        self.pipelining = pipelining == "pipelining"
+        self.refuse_code = int(refuse_code)
+
+    @classmethod
+    def from_cli(cls, parser, *args):
+        return cls(*args)
+
+    async def handle_EHLO(self, server, session, envelope, hostname, responses):
+        session.host_name = hostname
+        if self.pipelining:
+            responses.insert(len(responses) - 1, "250-PIPELINING")
+        return responses
+
+    async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
+        if self.refuse_code and address.split("@")[0].startswith("refuse"):
+            code = self.refuse_code
+            return "%d %d.1.1 <%s>: refused by the test sink" % (code, code // 100, address)
+        envelope.rcpt_tos.append(address)
+        envelope.rcpt_options.extend(rcpt_options)
+        return "250 OK"
+"#;
+
+/// The venv's python, checked once to have aiosmtpd.
+fn sink_python() -> &'static Path {
+    static PYTHON: OnceLock<PathBuf> = OnceLock::new();
+    PYTHON.get_or_init(|| {
+        let venv = std::env::var_os("COURRIER_TEST_VENV").map(PathBuf::from).unwrap_or_else(|| {
+            let cache = std::env::var_os("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+                .expect("neither XDG_CACHE_HOME nor HOME is set");
+            cache.join("courrier-ci-venv")
+        });
+        let python = venv.join("bin/python");
+        let has_aiosmtpd = Command::new(&python)
+            .args(["-c", "import aiosmtpd"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(
+            has_aiosmtpd,
+            "the SMTP tests need aiosmtpd in the venv {}: run .ci/run once, or `{} -m pip install aiosmtpd` \
+             (after `python3 -m venv {}` if it does not exist); COURRIER_TEST_VENV names another venv",
+            venv.display(),
+            python.display(),
+            venv.display(),
+        );
+        python
+    })
+}
+
+impl SmtpSink {
+    /// aiosmtpd's stock `Mailbox`: accepts everything, no PIPELINING.
+    pub fn start() -> Self {
+        Self::start_with(SinkOptions::default())
+    }
+
+    /// Refuses `RCPT TO` with `code` for local parts starting with `refuse`, accepts the rest.
+    pub fn start_refusing(code: u16) -> Self {
+        Self::start_with(SinkOptions { refuse_rcpt: Some(code), ..SinkOptions::default() })
+    }
+
+    pub fn start_with(options: SinkOptions) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("courrier_sink.py"), SINK_HANDLER).unwrap();
+        let port = free_port();
+        let child = Self::spawn(dir.path(), port, options);
+        let mut sink = Self { port, options, child, dir };
+        sink.wait_until_listening();
+        sink
+    }
+
+    fn spawn(dir: &Path, port: u16, options: SinkOptions) -> Child {
+        let maildir = dir.join("maildir").display().to_string();
+        let (class, args) = match options {
+            SinkOptions { pipelining: false, refuse_rcpt: None } => ("aiosmtpd.handlers.Mailbox", vec![maildir]),
+            SinkOptions { pipelining, refuse_rcpt } => {
+                let pipelining = if pipelining { "pipelining" } else { "plain" };
+                ("courrier_sink.Sink", vec![maildir, pipelining.into(), refuse_rcpt.unwrap_or(0).to_string()])
+            }
+        };
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("sink.log")).unwrap();
+        Command::new(sink_python())
+            .args(["-m", "aiosmtpd", "-n", "-l", &format!("127.0.0.1:{port}"), "-c", class])
+            .args(args)
+            .env("PYTHONPATH", dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("the venv's python starts")
+    }
+
+    fn wait_until_listening(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while TcpStream::connect(self.addr()).is_err() {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!("aiosmtpd exited ({status}) before listening:\n{}", self.log());
+            }
+            assert!(Instant::now() < deadline, "aiosmtpd did not listen within 20 s:\n{}", self.log());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// What aiosmtpd wrote on stderr.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("sink.log")).unwrap_or_default()
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
+    pub fn url(&self) -> String {
+        format!("smtp://127.0.0.1:{}", self.port)
+    }
+
+    /// Kills the server (its connections close) and starts it again on the same port and Maildir.
+    pub fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.child = Self::spawn(self.dir.path(), self.port, self.options);
+        self.wait_until_listening();
+    }
+
+    /// Every message received so far, raw, oldest first (by the Maildir file's modification time).
+    pub fn messages(&self) -> Vec<String> {
+        let mut files = Vec::new();
+        for sub in ["new", "cur"] {
+            let Ok(entries) = std::fs::read_dir(self.dir.path().join("maildir").join(sub)) else { continue };
+            for entry in entries {
+                let entry = entry.unwrap();
+                let modified = entry.metadata().unwrap().modified().unwrap();
+                files.push((modified, entry.path()));
+            }
+        }
+        files.sort();
+        files.into_iter().map(|(_, path)| std::fs::read_to_string(path).unwrap()).collect()
+    }
+
+    /// Waits until at least `n` messages arrived (at most `timeout`); returns them all.
+    pub fn wait_for(&self, n: usize, timeout: Duration) -> Vec<String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let messages = self.messages();
+            if messages.len() >= n {
+                return messages;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} of {n} messages arrived within {timeout:?}:\n{}",
+                messages.len(),
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for SmtpSink {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -6,4 +6,5 @@ mod cli;
 mod envelopes;
 mod openapi;
 mod shutdown;
+mod smtp;
 mod tidy;

@@ -81,6 +81,11 @@ pub trait CoreError: std::error::Error {
     fn kind(&self) -> ErrorKind {
         self.code().kind()
     }
+
+    /// Seconds after which a refused request may be retried (429, 503).
+    fn retry_after(&self) -> Option<u64> {
+        None
+    }
 }
 
 #[cfg(test)]

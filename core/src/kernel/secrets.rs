@@ -31,3 +31,52 @@ mod tests {
         assert_ne!(a, super::random_hex(16));
     }
 }
+
+/// SHA-256 of `data`, lowercase hex. How high-entropy secrets (API keys, one-time tokens, session
+/// tokens) are stored: a slow password hash buys nothing against 256 random bits.
+pub fn sha256_hex(data: &[u8]) -> String {
+    ring::digest::digest(&ring::digest::SHA256, data).as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Compares two secrets (or their hashes) in time independent of where they differ.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    use subtle::ConstantTimeEq;
+    a.len() == b.len() && bool::from(a.ct_eq(b))
+}
+
+/// A URL-safe random token of `bytes` random bytes (base64url, no padding).
+pub fn random_token(bytes: usize) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut buf = vec![0u8; bytes];
+    fill_random(&mut buf);
+    let mut out = String::with_capacity(bytes * 4 / 3 + 2);
+    for chunk in buf.chunks(3) {
+        let n = chunk.iter().enumerate().fold(0u32, |n, (i, b)| n | (u32::from(*b) << (16 - 8 * i)));
+        for i in 0..=chunk.len() {
+            out.push(T[((n >> (18 - 6 * i)) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod hash_tests {
+    #[test]
+    fn sha256_matches_the_reference_vector() {
+        assert_eq!(super::sha256_hex(b"abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    }
+
+    #[test]
+    fn constant_time_eq_compares_whole_values() {
+        assert!(super::constant_time_eq(b"abc", b"abc"));
+        assert!(!super::constant_time_eq(b"abc", b"abd"));
+        assert!(!super::constant_time_eq(b"abc", b"abcd"));
+    }
+
+    #[test]
+    fn tokens_are_url_safe_and_long_enough() {
+        let t = super::random_token(32);
+        assert_eq!(t.len(), 43);
+        assert!(t.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'), "{t}");
+    }
+}

@@ -11,8 +11,10 @@ struct Migration {
     sql: &'static str,
 }
 
-const MIGRATIONS: &[Migration] =
-    &[Migration { version: 1, name: "audit_and_outbox", sql: include_str!("migrations/0001_audit_outbox.sql") }];
+const MIGRATIONS: &[Migration] = &[
+    Migration { version: 1, name: "audit_and_outbox", sql: include_str!("migrations/0001_audit_outbox.sql") },
+    Migration { version: 2, name: "access", sql: include_str!("migrations/0002_access.sql") },
+];
 
 pub(super) fn latest() -> i64 {
     MIGRATIONS.last().map_or(0, |m| m.version)

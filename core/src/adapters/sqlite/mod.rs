@@ -3,6 +3,7 @@
 //! only a killed process), foreign keys on, a busy time-out so writers queue instead of failing.
 //! The only place in the workspace that speaks SQL to SQLite.
 
+mod access;
 mod audit;
 mod migrations;
 mod outbox;

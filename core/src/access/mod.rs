@@ -1,0 +1,75 @@
+//! Access: users, roles, API keys, administrator sessions, and the one `authorize()` every
+//! operation of every route goes through.
+//!
+//! Authentication ([`principal::authenticate`]) turns a credential into a [`Principal`] with the
+//! user's roles read fresh from the store on every request, so a revoked role or a disabled user
+//! takes effect on the very next request. Authorisation ([`Principal::authorize`]) answers 404 for
+//! what lies outside the principal's reach (never telling it exists) and 403 for what lies inside
+//! without the permission.
+
+pub mod keys;
+pub mod limits;
+pub mod model;
+pub mod password;
+pub mod principal;
+pub mod roles;
+pub mod sessions;
+pub mod users;
+
+pub use model::{Perm, PermSet, Role, RoleKind, Target};
+pub use principal::{Credential, Principal, Via};
+
+use crate::kernel::{Code, CoreError, NameError, SendError};
+use crate::storage::StoreError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum AccessError {
+    /// One message whatever the reason (absent, malformed, unknown, revoked, expired credential,
+    /// inactive user): the reason is logged where it is found, never returned.
+    #[error("a valid credential is required")]
+    Unauthenticated,
+    #[error("invalid email or password")]
+    BadLogin,
+    #[error("the X-CSRF-Token header is missing or does not match the session")]
+    CsrfFailed,
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("{0} not found")]
+    NotFound(&'static str),
+    #[error("too many requests: retry in {retry_after} s")]
+    RateLimited { retry_after: u64 },
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error(transparent)]
+    Name(#[from] NameError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("the mail could not be sent: {0}")]
+    Mail(#[from] SendError),
+}
+
+impl CoreError for AccessError {
+    fn code(&self) -> Code {
+        match self {
+            AccessError::Unauthenticated | AccessError::BadLogin => Code::Unauthenticated,
+            AccessError::CsrfFailed => Code::CsrfFailed,
+            AccessError::Forbidden(_) => Code::Forbidden,
+            AccessError::NotFound(_) => Code::NotFound,
+            AccessError::RateLimited { .. } => Code::RateLimited,
+            AccessError::Invalid(_) => Code::ValidationFailed,
+            AccessError::Conflict(_) => Code::Conflict,
+            AccessError::Name(e) => e.code(),
+            AccessError::Store(e) => e.code(),
+            AccessError::Mail(e) => e.code(),
+        }
+    }
+
+    fn retry_after(&self) -> Option<u64> {
+        match self {
+            AccessError::RateLimited { retry_after } => Some(*retry_after),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,285 @@
+//! Who is calling, and what they may do: `authenticate` once per request, then `authorize` for
+//! each target the operation touches.
+
+use super::AccessError;
+use super::model::{ApiKey, Perm, PermSet, Role, SessionId, Target, User, UserStatus};
+use crate::Courrier;
+use crate::kernel::{Actor, NewAuditEntry, Outcome, RequestId, Timestamp, secrets};
+use crate::storage::{Tx, in_read, in_write};
+
+/// A session slides with one hour of inactivity and ends twelve hours after login at the latest.
+pub const SESSION_IDLE_SECS: i64 = 3600;
+pub const SESSION_MAX_SECS: i64 = 12 * 3600;
+/// `last_seen_at` is written at most this often: a write per request would cost an fsync each.
+const SESSION_TOUCH_EVERY_SECS: i64 = 60;
+
+/// A credential as the frontend found it, not yet checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Credential {
+    None,
+    ApiKey(String),
+    Session { token: String, csrf: Option<String> },
+}
+
+/// How the principal authenticated.
+#[derive(Debug, Clone)]
+pub enum Via {
+    Key(ApiKey),
+    Session(SessionId),
+    /// The operator at the command line: the installation's own authority.
+    Operator,
+}
+
+/// The context of one request, for audit entries.
+#[derive(Debug, Clone)]
+pub struct RequestCtx {
+    pub request_id: RequestId,
+    /// The client's address, for login throttling.
+    pub source: Option<String>,
+}
+
+impl RequestCtx {
+    pub fn cli() -> Self {
+        Self { request_id: RequestId::internal("cli"), source: None }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Principal {
+    /// `None` for the operator.
+    pub user: Option<User>,
+    pub via: Via,
+    /// Read from the store for this request.
+    pub roles: Vec<Role>,
+}
+
+impl Principal {
+    pub fn operator() -> Self {
+        Self { user: None, via: Via::Operator, roles: vec![Role::SiteAdmin] }
+    }
+
+    pub fn actor(&self) -> Actor {
+        Actor {
+            user_id: self.user.as_ref().map(|u| u.id.get()),
+            key_id: match &self.via {
+                Via::Key(k) => Some(k.id.get()),
+                _ => None,
+            },
+        }
+    }
+
+    pub fn is_site_admin(&self) -> bool {
+        self.roles.contains(&Role::SiteAdmin)
+    }
+
+    /// The permissions a key grants; everything for a session or the operator (their roles are
+    /// the only bound).
+    pub fn credential_perms(&self) -> PermSet {
+        match &self.via {
+            Via::Key(k) => k.perms,
+            Via::Session(_) | Via::Operator => PermSet::ALL,
+        }
+    }
+
+    /// What the roles allow on `target`.
+    pub fn reach(&self, target: &Target) -> PermSet {
+        self.roles.iter().fold(PermSet::NONE, |set, r| set.union(r.perms_on(target)))
+    }
+
+    /// The permissions on `target`: the roles' reach, within the key's scope and permissions.
+    /// Out of reach or out of the key's scope -> 404, never telling the target exists.
+    pub fn effective(&self, target: &Target, what: &'static str) -> Result<PermSet, AccessError> {
+        if let Via::Key(k) = &self.via
+            && !k.scope.covers(target)
+        {
+            return Err(AccessError::NotFound(what));
+        }
+        let reach = self.reach(target);
+        if reach.is_empty() {
+            return Err(AccessError::NotFound(what));
+        }
+        Ok(reach.intersection(self.credential_perms()))
+    }
+
+    /// The one authorisation check: 404 out of scope, 403 in scope without `need`.
+    pub fn authorize(&self, need: Perm, target: &Target, what: &'static str) -> Result<(), AccessError> {
+        if self.effective(target, what)?.contains(need) {
+            Ok(())
+        } else {
+            Err(AccessError::Forbidden(format!("this needs the {} permission", need.as_str())))
+        }
+    }
+
+    /// For operations on the caller's own account and keys: the credential's permissions, as long
+    /// as the key may act at user level at all.
+    pub fn authorize_self(&self, need: Perm) -> Result<(), AccessError> {
+        if let Via::Key(k) = &self.via
+            && !k.scope.covers(&Target::Installation)
+        {
+            return Err(AccessError::NotFound("resource"));
+        }
+        if self.credential_perms().contains(need) {
+            Ok(())
+        } else {
+            Err(AccessError::Forbidden(format!("this needs the {} permission", need.as_str())))
+        }
+    }
+}
+
+/// Writes the audit entry of a 403 or 404 refusal (401s and 429s are only logged, so a flood of
+/// bad credentials writes nothing), then hands the error back.
+pub fn audited_refusal(
+    app: &Courrier,
+    p: &Principal,
+    ctx: &RequestCtx,
+    action: &str,
+    target: &str,
+    e: AccessError,
+) -> AccessError {
+    let outcome = match e {
+        AccessError::Forbidden(_) | AccessError::CsrfFailed => Outcome::Forbidden,
+        AccessError::NotFound(_) => Outcome::NotFound,
+        _ => return e,
+    };
+    let entry = NewAuditEntry {
+        at: app.clock.now(),
+        request_id: ctx.request_id.clone(),
+        actor: p.actor(),
+        action: action.to_owned(),
+        target: target.to_owned(),
+        outcome,
+    };
+    if let Err(store) = in_write(&*app.store, |tx| tx.append_audit(&entry)) {
+        tracing::error!(error = %store, "cannot audit a refusal");
+    }
+    e
+}
+
+/// Appends the audit entry of a done mutation inside its transaction.
+pub fn audit_done(
+    tx: &mut dyn Tx,
+    p: &Principal,
+    ctx: &RequestCtx,
+    at: Timestamp,
+    action: &str,
+    target: &str,
+) -> Result<(), AccessError> {
+    tx.append_audit(&NewAuditEntry {
+        at,
+        request_id: ctx.request_id.clone(),
+        actor: p.actor(),
+        action: action.to_owned(),
+        target: target.to_owned(),
+        outcome: Outcome::Done,
+    })?;
+    Ok(())
+}
+
+fn refuse(reason: &'static str) -> AccessError {
+    tracing::info!(reason, "authentication refused");
+    AccessError::Unauthenticated
+}
+
+/// The CSRF synchronizer token of a session: derived from its token, so it needs no storage and
+/// cannot be computed without the cookie.
+pub fn csrf_token_for(session_token: &str) -> String {
+    secrets::sha256_hex(format!("csrf:{session_token}").as_bytes())
+}
+
+/// Checks a credential. `mutating` requests (POST, PATCH, PUT, DELETE) of a session must carry its
+/// CSRF token.
+pub fn authenticate(app: &Courrier, credential: &Credential, mutating: bool) -> Result<Principal, AccessError> {
+    let now = app.clock.now();
+    match credential {
+        Credential::None => Err(refuse("no credential")),
+        Credential::ApiKey(secret) => {
+            let (prefix, _) = parse_key(secret).ok_or_else(|| refuse("malformed API key"))?;
+            let found = in_read(&*app.store, |tx| {
+                let Some((key, hash)) = tx.key_by_prefix(prefix)? else { return Ok(None) };
+                let user = tx.user_by_id(key.user_id)?;
+                let roles = tx.roles_of(key.user_id)?;
+                Ok::<_, AccessError>(Some((key, hash, user, roles)))
+            })?;
+            let (key, hash, user, roles) = found.ok_or_else(|| refuse("unknown API key"))?;
+            if !secrets::constant_time_eq(secrets::sha256_hex(secret.as_bytes()).as_bytes(), hash.as_bytes()) {
+                return Err(refuse("wrong API key secret"));
+            }
+            if key.revoked_at.is_some() {
+                return Err(refuse("revoked API key"));
+            }
+            if key.expires_at.is_some_and(|at| at <= now) {
+                return Err(refuse("expired API key"));
+            }
+            let user = user.filter(|u| u.user.status == UserStatus::Active).ok_or_else(|| refuse("inactive user"))?;
+            app.limiter.take_key_request(key.id.get(), key.rate_limit_per_min, now)?;
+            Ok(Principal {
+                user: Some(user.user),
+                via: Via::Key(key),
+                roles: roles.into_iter().map(|g| g.role).collect(),
+            })
+        }
+        Credential::Session { token, csrf } => {
+            let hash = secrets::sha256_hex(token.as_bytes());
+            let found = in_read(&*app.store, |tx| {
+                let Some(session) = tx.session_by_token_hash(&hash)? else { return Ok(None) };
+                let user = tx.user_by_id(session.user_id)?;
+                let roles = tx.roles_of(session.user_id)?;
+                Ok::<_, AccessError>(Some((session, user, roles)))
+            })?;
+            let (session, user, roles) = found.ok_or_else(|| refuse("unknown session"))?;
+            if session.revoked_at.is_some() {
+                return Err(refuse("session logged out"));
+            }
+            if session.expires_at <= now || session.last_seen_at.plus_secs(SESSION_IDLE_SECS) <= now {
+                return Err(refuse("session expired"));
+            }
+            let user = user.filter(|u| u.user.status == UserStatus::Active).ok_or_else(|| refuse("inactive user"))?;
+            if mutating {
+                let expected = csrf_token_for(token);
+                let given = csrf.as_deref().unwrap_or("");
+                if !secrets::constant_time_eq(expected.as_bytes(), given.as_bytes()) {
+                    tracing::info!("CSRF token missing or wrong");
+                    return Err(AccessError::CsrfFailed);
+                }
+            }
+            if session.last_seen_at.plus_secs(SESSION_TOUCH_EVERY_SECS) <= now {
+                in_write(&*app.store, |tx| tx.touch_session(session.id, now))?;
+            }
+            Ok(Principal {
+                user: Some(user.user),
+                via: Via::Session(session.id),
+                roles: roles.into_iter().map(|g| g.role).collect(),
+            })
+        }
+    }
+}
+
+/// Splits `svc_<prefix>_<secret>`: a 16-hex-digit prefix and a 64-hex-digit secret (256 bits).
+pub fn parse_key(s: &str) -> Option<(&str, &str)> {
+    let rest = s.strip_prefix("svc_")?;
+    let (prefix, secret) = rest.split_once('_')?;
+    let hex = |p: &str, n: usize| p.len() == n && p.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    (hex(prefix, 16) && hex(secret, 64)).then_some((prefix, secret))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_format_is_strict() {
+        let good = format!("svc_{}_{}", "0123456789abcdef", "a".repeat(64));
+        assert_eq!(parse_key(&good), Some(("0123456789abcdef", &*"a".repeat(64))));
+        for bad in [
+            "".to_owned(),
+            "svc_".to_owned(),
+            format!("svc_{}_{}", "0123456789ABCDEF", "a".repeat(64)),
+            format!("svc_{}_{}", "0123456789abcde", "a".repeat(64)),
+            format!("svc_{}_{}", "0123456789abcdef", "a".repeat(63)),
+            format!("key_{}_{}", "0123456789abcdef", "a".repeat(64)),
+            format!("svc_{}_{}_x", "0123456789abcdef", "a".repeat(64)),
+        ] {
+            assert_eq!(parse_key(&bad), None, "{bad}");
+        }
+    }
+}

@@ -1,0 +1,115 @@
+//! Finding the credential of a request and handing it to core's `authenticate`.
+
+use crate::AppState;
+use crate::blocking::run_blocking;
+use crate::envelope::current_request_id;
+use crate::error::ApiError;
+use crate::server::PeerAddr;
+use axum::extract::{FromRequestParts, Request};
+use courrier_core::access::principal::{self, RequestCtx};
+use courrier_core::access::{Credential, Principal};
+use courrier_core::kernel::RequestId;
+use http::request::Parts;
+use http::{HeaderMap, Method, header};
+
+pub const SESSION_COOKIE: &str = "svc_session";
+
+/// An API key wins over a cookie: requests with a key are exempt from CSRF, as the contract says.
+pub fn credential_of(headers: &HeaderMap) -> Credential {
+    let bearer = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .map(str::trim);
+    let key_header = headers.get("x-api-key").and_then(|v| v.to_str().ok()).map(str::trim);
+    if let Some(key) = bearer.or(key_header) {
+        return Credential::ApiKey(key.to_owned());
+    }
+    if let Some(token) = session_cookie(headers) {
+        let csrf = headers.get("x-csrf-token").and_then(|v| v.to_str().ok()).map(|v| v.trim().to_owned());
+        return Credential::Session { token, csrf };
+    }
+    Credential::None
+}
+
+pub fn session_cookie(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == SESSION_COOKIE)
+        .map(|(_, value)| value.trim().to_owned())
+        .filter(|v| !v.is_empty())
+}
+
+/// Authenticates the request. Takes what it needs from the request before awaiting: a borrowed
+/// request would make the future `!Send` (axum's body is not `Sync`).
+pub fn authenticate(
+    state: &AppState,
+    req: &Request,
+) -> impl std::future::Future<Output = Result<Principal, ApiError>> + Send + 'static {
+    let credential = credential_of(req.headers());
+    let mutating = !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
+    let app = state.app.clone();
+    run_blocking(move || principal::authenticate(&app, &credential, mutating).map_err(ApiError::from))
+}
+
+/// The authenticated caller (set by the route guard on every non-public route).
+pub struct Auth(pub Principal);
+
+impl<S: Send + Sync> FromRequestParts<S> for Auth {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        parts
+            .extensions
+            .get::<Principal>()
+            .cloned()
+            .map(Auth)
+            .ok_or_else(|| ApiError::internal(&"a handler that needs a principal is on a public route"))
+    }
+}
+
+/// The request's id and the client's address, for audit entries and throttles.
+pub struct Ctx(pub RequestCtx);
+
+impl<S: Send + Sync> FromRequestParts<S> for Ctx {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let source = parts.extensions.get::<PeerAddr>().map(|p| p.0.ip().to_string());
+        Ok(Ctx(RequestCtx { request_id: RequestId::internal(&current_request_id()), source }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(http::HeaderName::from_bytes(k.as_bytes()).unwrap(), v.parse().unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn finds_the_credential_a_key_first() {
+        assert_eq!(credential_of(&headers(&[])), Credential::None);
+        assert_eq!(credential_of(&headers(&[("authorization", "Bearer svc_x")])), Credential::ApiKey("svc_x".into()));
+        assert_eq!(credential_of(&headers(&[("x-api-key", "svc_y")])), Credential::ApiKey("svc_y".into()));
+        assert_eq!(
+            credential_of(&headers(&[("cookie", "a=1; svc_session=tok; b=2"), ("x-csrf-token", "c")])),
+            Credential::Session { token: "tok".into(), csrf: Some("c".into()) }
+        );
+        assert_eq!(
+            credential_of(&headers(&[("cookie", "svc_session=tok"), ("authorization", "Bearer svc_k")])),
+            Credential::ApiKey("svc_k".into())
+        );
+        assert_eq!(credential_of(&headers(&[("authorization", "Basic abc")])), Credential::None);
+        assert_eq!(credential_of(&headers(&[("cookie", "svc_session=")])), Credential::None);
+    }
+}

@@ -1,0 +1,150 @@
+//! Pages for people (`/p/...`), linked from mails: small HTML forms over the same core calls.
+
+use crate::AppState;
+use crate::auth::Ctx;
+use crate::blocking::run_blocking;
+use crate::body::read_limited;
+use crate::error::ApiError;
+use crate::query::decode;
+use crate::routes::{Access, Api, Param, ParamKind, Route, Success};
+use crate::schema;
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::on;
+use courrier_core::access::{AccessError, users};
+use http::{Method, StatusCode};
+
+const TOKEN: &[Param] = &[Param { name: "token", kind: ParamKind::Text, description: "the link's token" }];
+/// A form post holds a password or two: 16 KiB is plenty.
+const FORM_LIMIT: usize = 16 * 1024;
+
+pub static ROUTES: &[Route] = &[
+    Route {
+        method: Method::GET,
+        path: "/p/password/{token}",
+        api: Api::Page,
+        operation_id: "passwordPage",
+        summary: "The set-password form of an invitation link",
+        tag: "pages",
+        access: Access::Public,
+        params: TOKEN,
+        query: &[],
+        request: None,
+        success: Success::Raw("text/html", schema::STRING),
+        body_limit: FORM_LIMIT,
+        errors: &[404],
+        handler: |m| on(m, password_form),
+    },
+    Route {
+        method: Method::POST,
+        path: "/p/password/{token}",
+        api: Api::Page,
+        operation_id: "passwordSubmit",
+        summary: "Set the password through an invitation link",
+        tag: "pages",
+        access: Access::Public,
+        params: TOKEN,
+        query: &[],
+        request: None,
+        success: Success::Raw("text/html", schema::STRING),
+        body_limit: FORM_LIMIT,
+        errors: &[400, 404, 422],
+        handler: |m| on(m, password_submit),
+    },
+];
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;").replace('\'', "&#39;")
+}
+
+fn page(status: StatusCode, title: &str, body: &str) -> Response {
+    let html = format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\">\
+         <meta name=\"referrer\" content=\"no-referrer\"><title>{t}</title></head>\
+         <body style=\"font-family:sans-serif;max-width:32em;margin:3em auto\"><h1>{t}</h1>{body}</body></html>",
+        t = escape(title)
+    );
+    let mut resp = (status, Html(html)).into_response();
+    // The token is in the URL: no caching, no referrer, no framing.
+    let h = resp.headers_mut();
+    h.insert(http::header::CACHE_CONTROL, http::HeaderValue::from_static("no-store"));
+    h.insert("x-frame-options", http::HeaderValue::from_static("DENY"));
+    resp
+}
+
+fn form(email: &str, error: Option<&str>) -> String {
+    let error = error.map(|e| format!("<p role=\"alert\" style=\"color:#a00\">{}</p>", escape(e))).unwrap_or_default();
+    format!(
+        "<p>Choose the password of <b>{}</b> (at least 12 characters).</p>{error}\
+         <form method=\"post\"><p><label>Password<br><input type=\"password\" name=\"password\" required minlength=\"12\" autocomplete=\"new-password\"></label></p>\
+         <p><label>Again<br><input type=\"password\" name=\"password_confirmation\" required minlength=\"12\" autocomplete=\"new-password\"></label></p>\
+         <p><button type=\"submit\">Set the password</button></p></form>",
+        escape(email)
+    )
+}
+
+fn invalid_link() -> Response {
+    page(
+        StatusCode::NOT_FOUND,
+        "Link not valid",
+        "<p>This link is not valid: it was used already, it expired, or it was mistyped.</p>",
+    )
+}
+
+async fn password_form(State(state): State<AppState>, Path(token): Path<String>) -> Result<Response, ApiError> {
+    let app = state.app.clone();
+    let found = run_blocking(move || Ok(users::password_token_user(&app, &token))).await?;
+    Ok(match found {
+        Ok(user) => page(StatusCode::OK, "Set your password", &form(&user.email.to_string(), None)),
+        Err(AccessError::NotFound(_)) => invalid_link(),
+        Err(e) => return Err(e.into()),
+    })
+}
+
+async fn password_submit(
+    State(state): State<AppState>,
+    Ctx(ctx): Ctx,
+    Path(token): Path<String>,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let bytes = read_limited(body, FORM_LIMIT, state.body_read_timeout).await?;
+    let text = String::from_utf8_lossy(&bytes);
+    let mut password = None;
+    let mut confirmation = None;
+    for pair in text.split('&') {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        match decode(k)?.as_str() {
+            "password" => password = Some(decode(v)?),
+            "password_confirmation" => confirmation = Some(decode(v)?),
+            _ => {}
+        }
+    }
+    let app = state.app.clone();
+    let t = token.clone();
+    let user = match run_blocking(move || Ok(users::password_token_user(&app, &t))).await? {
+        Ok(u) => u,
+        Err(AccessError::NotFound(_)) => return Ok(invalid_link()),
+        Err(e) => return Err(e.into()),
+    };
+    let email = user.email.to_string();
+    let (Some(password), Some(confirmation)) = (password, confirmation) else {
+        return Ok(page(StatusCode::BAD_REQUEST, "Set your password", &form(&email, Some("Fill in both fields."))));
+    };
+    if password != confirmation {
+        return Ok(page(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Set your password",
+            &form(&email, Some("The two passwords differ.")),
+        ));
+    }
+    let app = state.app.clone();
+    Ok(match run_blocking(move || Ok(users::set_password_with_token(&app, &ctx, &token, &password))).await? {
+        Ok(_) => page(StatusCode::OK, "Password set", "<p>Your password is set. You can sign in now.</p>"),
+        Err(AccessError::NotFound(_)) => invalid_link(),
+        Err(AccessError::Invalid(why)) => {
+            page(StatusCode::UNPROCESSABLE_ENTITY, "Set your password", &form(&email, Some(&why)))
+        }
+        Err(e) => return Err(e.into()),
+    })
+}
