@@ -45,9 +45,15 @@ fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
 pub struct Bound {
     listener: std::net::TcpListener,
     router: courrier_http::Router,
+    app: Arc<Courrier>,
 }
 
 impl Bound {
+    /// The wired application the server will use (tests reach core through it).
+    pub fn app(&self) -> Arc<Courrier> {
+        Arc::clone(&self.app)
+    }
+
     pub fn local_addr(&self) -> SocketAddr {
         self.listener.local_addr().expect("a bound listener has an address")
     }
@@ -60,8 +66,8 @@ pub fn bind(config: &Config, build: BuildInfo) -> Result<Bound, CliError> {
     let bind_err = |source| CliError::Bind { addr: config.listen.to_string(), source };
     let listener = std::net::TcpListener::bind(config.listen).map_err(bind_err)?;
     listener.set_nonblocking(true).map_err(bind_err)?;
-    let router = courrier_http::router(courrier_http::AppState::new(app));
-    Ok(Bound { listener, router })
+    let router = courrier_http::router(courrier_http::AppState::new(Arc::clone(&app)));
+    Ok(Bound { listener, router, app })
 }
 
 /// Serves on a multi-threaded tokio runtime of its own until `shutdown` resolves; returns after

@@ -101,19 +101,30 @@ pub fn raw_exchange(addr: SocketAddr, bytes: &[u8], wait: Duration) -> String {
 pub struct TestApp {
     pub addr: SocketAddr,
     pub client: Client,
+    /// The same wired core the server uses, to set up accounts and data.
+    pub core: std::sync::Arc<courrier_core::Courrier>,
     running: Option<Running>,
     pub dir: tempfile::TempDir,
 }
 
 impl TestApp {
     pub fn spawn() -> Self {
+        Self::spawn_with(&[])
+    }
+
+    /// With extra settings, e.g. `("COURRIER_SMTP_URL", &sink.url())`.
+    pub fn spawn_with(vars: &[(&str, &str)]) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let env = |k: &str| (k == "COURRIER_LISTEN").then(|| "127.0.0.1:0".to_owned());
+        let env = |k: &str| match k {
+            "COURRIER_LISTEN" => Some("127.0.0.1:0".to_owned()),
+            _ => vars.iter().find(|(name, _)| *name == k).map(|(_, v)| (*v).to_owned()),
+        };
         let config = Config::from_env(env, Some(dir.path().to_path_buf())).unwrap();
         let bound = server::bind(&config, courrier_cli::build_info()).expect("server binds");
+        let core = bound.app();
         let running = server::spawn(bound);
         let addr = running.addr;
-        Self { addr, client: Client::new(addr), running: Some(running), dir }
+        Self { addr, client: Client::new(addr), core, running: Some(running), dir }
     }
 
     pub fn get(&self, path: &str) -> Resp {

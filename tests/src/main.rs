@@ -2,6 +2,7 @@
 //! a module declared here or in `lib.rs`; `tidy::every_source_file_is_a_declared_module` fails
 //! otherwise.
 
+mod access;
 mod cli;
 mod envelopes;
 mod openapi;

@@ -26,6 +26,12 @@ fn describe(role: &Role) -> String {
 }
 
 fn authorize_grant(p: &Principal, role: &Role) -> Result<(), AccessError> {
+    // Roles are account administration: a key scoped to a domain or a list does not reach it.
+    if let super::Via::Key(k) = &p.via
+        && !k.scope.covers(&Target::Installation)
+    {
+        return Err(AccessError::NotFound("user"));
+    }
     if *role == Role::SiteAdmin && !p.is_site_admin() {
         return Err(AccessError::Forbidden("only a site administrator grants site_admin".into()));
     }

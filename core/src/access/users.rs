@@ -67,7 +67,13 @@ fn reach_over(p: &Principal, target: &User, target_roles: &[Role]) -> PermSet {
 }
 
 pub(super) fn authorize_over(p: &Principal, need: Perm, target: &User, roles: &[Role]) -> Result<(), AccessError> {
-    p.authorize_self(Perm::Read).map_err(|_| AccessError::NotFound("user"))?;
+    // A key scoped to a domain or a list does not reach accounts at all; a user-scoped key without
+    // the permission is in scope and gets 403 below.
+    if let super::Via::Key(k) = &p.via
+        && !k.scope.covers(&super::Target::Installation)
+    {
+        return Err(AccessError::NotFound("user"));
+    }
     let reach = reach_over(p, target, roles);
     if reach.is_empty() {
         return Err(AccessError::NotFound("user"));

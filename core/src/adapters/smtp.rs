@@ -50,10 +50,11 @@ impl Default for SmtpConfig {
 fn local_hostname() -> String {
     let name = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
     let name = name.trim();
-    let plain = !name.is_empty()
-        && name.len() <= 253
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
-    if plain { name.to_owned() } else { "localhost".to_owned() }
+    if is_plain_host_name(name) { name.to_owned() } else { "localhost".to_owned() }
+}
+
+fn is_plain_host_name(name: &str) -> bool {
+    !name.is_empty() && name.len() <= 253 && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
 }
 
 /// Why a relay URL was refused. The URL itself is never echoed: a later one may carry a password.
@@ -155,7 +156,12 @@ impl SmtpTransport {
         Self::with_config(url, SmtpConfig::default())
     }
 
-    pub fn with_config(url: &str, config: SmtpConfig) -> Result<Self, SmtpUrlError> {
+    /// As [`Self::from_url`], with other time-outs or EHLO name (one that is not a plain host
+    /// name, which could smuggle a command into the session, becomes `localhost`).
+    pub fn with_config(url: &str, mut config: SmtpConfig) -> Result<Self, SmtpUrlError> {
+        if !is_plain_host_name(&config.ehlo_name) {
+            config.ehlo_name = "localhost".into();
+        }
         Ok(Self { relay: parse_url(url)?, config, idle: Mutex::new(None) })
     }
 
@@ -638,7 +644,9 @@ mod tests {
 
     #[test]
     fn the_ehlo_name_is_a_plain_host_name() {
-        let name = local_hostname();
-        assert!(!name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-.".contains(&b)), "{name}");
+        assert!(is_plain_host_name(&local_hostname()), "{}", local_hostname());
+        let config = SmtpConfig { ehlo_name: "x\r\nRCPT TO:<evil@example.org>".into(), ..SmtpConfig::default() };
+        let smtp = SmtpTransport::with_config("smtp://127.0.0.1", config).unwrap();
+        assert_eq!(smtp.config.ehlo_name, "localhost");
     }
 }

@@ -1,0 +1,603 @@
+//! Access against the real server: the authorisation matrix, uniform 401s, quotas, keys never
+//! wider than their user, revocations that take effect at once, sessions with CSRF, invitations
+//! over real SMTP, and secrets that never come back.
+
+use courrier_core::Courrier;
+use courrier_core::access::model::{KeyScope, PermSet, Profile, Role, User};
+use courrier_core::access::principal::RequestCtx;
+use courrier_core::access::{Perm, Principal, keys, roles, users};
+use courrier_core::kernel::{DomainName, EmailAddress, ListName};
+use courrier_http::routes::{self, Access, Api};
+use courrier_tests::harness::{Resp, SmtpSink, TestApp};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+const PASSWORD: &str = "correct horse battery staple";
+
+fn email(s: &str) -> EmailAddress {
+    EmailAddress::parse(s).unwrap()
+}
+fn domain(s: &str) -> DomainName {
+    DomainName::parse(s).unwrap()
+}
+fn list(s: &str) -> ListName {
+    ListName::parse(s).unwrap()
+}
+
+fn make_user(core: &Courrier, address: &str, grant: &[Role]) -> User {
+    let (p, ctx) = (Principal::operator(), RequestCtx::cli());
+    let new = users::NewUser { email: email(address), profile: Profile::default(), password: Some(PASSWORD.into()) };
+    let (user, _) = users::create(core, &p, &ctx, new).unwrap();
+    for role in grant {
+        roles::grant(core, &p, &ctx, user.id, role.clone()).unwrap();
+    }
+    user
+}
+
+fn make_key(core: &Courrier, user: &User, scope: KeyScope, perms: &[Perm], rate: Option<u32>) -> String {
+    let grants = users::by_email(core, &user.email).unwrap().1;
+    let new = keys::NewKey {
+        name: "test".into(),
+        scope,
+        perms: PermSet::of(perms),
+        expires_at: None,
+        rate_limit_per_min: rate,
+    };
+    keys::create_for(core, &Principal::operator(), &RequestCtx::cli(), user, &keys::roles_of(&grants), new)
+        .unwrap()
+        .secret
+}
+
+fn bearer(key: &str) -> (&'static str, String) {
+    ("authorization", format!("Bearer {key}"))
+}
+
+fn call(app: &TestApp, method: &str, path: &str, headers: &[(&str, String)], body: Option<&Value>) -> Resp {
+    let mut h: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let bytes = body.map(|b| b.to_string().into_bytes());
+    if bytes.is_some() {
+        h.push(("content-type", "application/json"));
+    }
+    app.client.request(method, path, &h, bytes.as_deref())
+}
+
+struct Session {
+    cookie: String,
+    csrf: String,
+}
+
+fn login(app: &TestApp, address: &str) -> Session {
+    let resp = app.client.post_json("/api/v1/auth/login", &json!({ "email": address, "password": PASSWORD }));
+    assert_eq!(resp.status, 200, "{}", resp.body);
+    let set_cookie = resp.header("set-cookie").unwrap().to_owned();
+    assert!(set_cookie.contains("HttpOnly") && set_cookie.contains("SameSite=Lax"), "{set_cookie}");
+    assert!(!set_cookie.contains("Secure"), "the public URL is http: {set_cookie}");
+    let cookie = set_cookie.split(';').next().unwrap().to_owned();
+    Session { cookie, csrf: resp.json()["data"]["csrf_token"].as_str().unwrap().to_owned() }
+}
+
+/// One request per route of the table, repeatable: `n` makes each call's data fresh.
+fn probe(app: &TestApp, admin: &User, method: &str, path: &str, n: usize) -> (String, Option<Value>) {
+    let core = &app.core;
+    let target =
+        make_user(core, &format!("target{n}@example.org"), &[Role::Owner(domain("example.org"), list("news"))]);
+    let dummy_key = make_key(core, admin, KeyScope::User, &[Perm::Read], None);
+    let dummy_key_id =
+        keys::list(core, &Principal::operator(), courrier_core::kernel::Page::first(1)).unwrap().items[0].id;
+    let _ = dummy_key;
+    let path = path.replace(
+        "{id}",
+        &if path.starts_with("/api/v1/apikeys") { dummy_key_id.to_string() } else { target.id.to_string() },
+    );
+    let body = match (method, path.as_str()) {
+        ("POST", "/api/v1/auth/login") => Some(json!({ "email": "admin@example.org", "password": PASSWORD })),
+        ("POST", "/api/v1/users") => Some(json!({ "email": format!("new{n}@example.org"), "password": PASSWORD })),
+        ("PATCH", p) if p.starts_with("/api/v1/users/") => Some(json!({ "name": "Renamed" })),
+        ("POST", p) if p.ends_with("/password") => Some(json!({ "password": PASSWORD })),
+        ("POST", p) if p.ends_with("/roles") => {
+            Some(json!({ "role": "moderator", "domain": "example.org", "list": "news" }))
+        }
+        ("DELETE", p) if p.ends_with("/roles") => {
+            Some(json!({ "role": "owner", "domain": "example.org", "list": "news" }))
+        }
+        // A key may only make keys within its own permissions: the route needs manage, so ask for manage.
+        ("POST", "/api/v1/apikeys") => Some(json!({ "name": "k", "scope_kind": "user", "perms": ["manage"] })),
+        _ => None,
+    };
+    (path, body)
+}
+
+fn success_of(route: &routes::Route) -> u16 {
+    match route.success {
+        routes::Success::Data(status, _) => status,
+        routes::Success::Collection(_) | routes::Success::Raw(..) => 200,
+        routes::Success::NoContent => 204,
+    }
+}
+
+/// A kind of credential: its name, its headers, and the status it should get on a route.
+type CredentialKind = (String, Vec<(&'static str, String)>, Box<dyn Fn(&routes::Route) -> u16>);
+
+/// Every `/api/v1` route x every kind of credential -> the status the contract names.
+#[test]
+fn authorization_matrix() {
+    let app = TestApp::spawn();
+    let core = app.core.clone();
+    let admin = make_user(&core, "admin@example.org", &[Role::SiteAdmin]);
+    let ex = domain("example.org");
+    let session = login(&app, "admin@example.org");
+    let mut kinds: Vec<CredentialKind> = Vec::new();
+    kinds.push(("no credential".into(), vec![], Box::new(|_| 401)));
+    for perm in Perm::ALL {
+        let key = make_key(&core, &admin, KeyScope::User, &[perm], None);
+        kinds.push((
+            format!("user key with {}", perm.as_str()),
+            vec![bearer(&key)],
+            Box::new(move |r: &routes::Route| match r.access {
+                Access::Perm(need) if need != perm => 403,
+                _ => success_of(r),
+            }),
+        ));
+    }
+    let domain_key = make_key(&core, &admin, KeyScope::Domain(ex.clone()), &Perm::ALL, None);
+    kinds.push((
+        "domain key".into(),
+        vec![("x-api-key", domain_key)],
+        Box::new(|r: &routes::Route| if matches!(r.access, Access::Perm(_)) { 404 } else { success_of(r) }),
+    ));
+    let list_key = make_key(&core, &admin, KeyScope::List(ex.clone(), list("news")), &Perm::ALL, None);
+    kinds.push((
+        "list key".into(),
+        vec![bearer(&list_key)],
+        Box::new(|r: &routes::Route| if matches!(r.access, Access::Perm(_)) { 404 } else { success_of(r) }),
+    ));
+    kinds.push((
+        "session without CSRF token".into(),
+        vec![("cookie", session.cookie.clone())],
+        Box::new(|r: &routes::Route| if r.method == http_method("GET") { success_of(r) } else { 403 }),
+    ));
+    kinds.push((
+        "session with CSRF token".into(),
+        vec![("cookie", session.cookie.clone()), ("x-csrf-token", session.csrf.clone())],
+        Box::new(success_of),
+    ));
+    let mut n = 0;
+    let mut checked = 0;
+    for route in routes::all().filter(|r| r.api == Api::Mailing && r.access != Access::Public) {
+        for (kind, headers, expect) in &kinds {
+            n += 1;
+            let (path, body) = probe(&app, &admin, route.method.as_str(), route.path, n);
+            let resp = call(&app, route.method.as_str(), &path, headers, body.as_ref());
+            assert_eq!(resp.status, expect(route), "{} {} with {kind}: {}", route.method, path, resp.body);
+            if resp.status == 403 && kind.starts_with("session without") {
+                assert_eq!(resp.json()["error"]["code"], "csrf_failed");
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 13 * 9, "the matrix shrank: {checked} cells");
+}
+
+fn http_method(m: &str) -> ureq::http::Method {
+    ureq::http::Method::from_bytes(m.as_bytes()).unwrap()
+}
+
+#[test]
+fn every_401_is_the_same_body_whatever_the_reason() {
+    let app = TestApp::spawn();
+    let core = app.core.clone();
+    let user = make_user(&core, "u@example.org", &[]);
+    let revoked = make_key(&core, &user, KeyScope::User, &[Perm::Read], None);
+    let id = keys::list(&core, &Principal::operator(), Default::default()).unwrap().items[0].id;
+    keys::revoke(&core, &Principal::operator(), &RequestCtx::cli(), id).unwrap();
+    let disabled = make_user(&core, "gone@example.org", &[]);
+    let disabled_key = make_key(&core, &disabled, KeyScope::User, &[Perm::Read], None);
+    let patch =
+        users::UserPatch { status: Some(courrier_core::access::model::UserStatus::Disabled), ..Default::default() };
+    users::update(&core, &Principal::operator(), &RequestCtx::cli(), disabled.id, patch).unwrap();
+    let good = make_key(&core, &user, KeyScope::User, &[Perm::Read], None);
+    let wrong_secret = format!("{}{}", &good[..good.len() - 1], if good.ends_with('0') { '1' } else { '0' });
+    let headers: Vec<Vec<(&str, String)>> = vec![
+        vec![],
+        vec![("authorization", "Bearer nonsense".into())],
+        vec![("authorization", "Basic dXNlcjpwYXNz".into())],
+        vec![bearer(&format!("svc_{}_{}", "0".repeat(16), "0".repeat(64)))],
+        vec![bearer(&revoked)],
+        vec![bearer(&disabled_key)],
+        vec![bearer(&wrong_secret)],
+        vec![("cookie", "svc_session=forged".into())],
+    ];
+    let bodies: Vec<Value> = headers
+        .iter()
+        .map(|h| {
+            let resp = call(&app, "GET", "/api/v1/system/version", h, None);
+            let mut body = resp.expect_error(401, "unauthenticated");
+            body["meta"]["request_id"] = Value::Null;
+            body
+        })
+        .collect();
+    assert!(bodies.windows(2).all(|w| w[0] == w[1]), "{bodies:#?}");
+    assert_eq!(call(&app, "GET", "/api/v1/system/version", &[bearer(&good)], None).status, 200);
+}
+
+#[test]
+fn a_key_over_its_quota_gets_429_with_retry_after() {
+    let app = TestApp::spawn();
+    let core = app.core.clone();
+    let user = make_user(&core, "u@example.org", &[]);
+    let key = make_key(&core, &user, KeyScope::User, &[Perm::Read], Some(3));
+    let statuses: Vec<u16> =
+        (0..5).map(|_| call(&app, "GET", "/api/v1/system/version", &[bearer(&key)], None).status).collect();
+    // Three in this minute, unless the minute turned during the loop (then a fourth passes).
+    assert!(statuses[..3].iter().all(|s| *s == 200), "{statuses:?}");
+    let refused = call(&app, "GET", "/api/v1/system/version", &[bearer(&key)], None);
+    if refused.status == 429 {
+        refused.expect_error(429, "rate_limited");
+        let retry: u64 = refused.header("retry-after").unwrap().parse().unwrap();
+        assert!((1..=60).contains(&retry), "{retry}");
+    } else {
+        assert!(statuses.contains(&429), "no 429 at all: {statuses:?}");
+    }
+    let other = make_key(&core, &user, KeyScope::User, &[Perm::Read], Some(3));
+    assert_eq!(call(&app, "GET", "/api/v1/system/version", &[bearer(&other)], None).status, 200, "quotas are per key");
+}
+
+#[test]
+fn a_key_is_never_wider_than_its_user_nor_than_the_key_that_makes_it() {
+    let app = TestApp::spawn();
+    let core = app.core.clone();
+    let owner = make_user(&core, "owner@example.org", &[Role::Owner(domain("example.org"), list("news"))]);
+    let session = login(&app, "owner@example.org");
+    let s = vec![("cookie", session.cookie.clone()), ("x-csrf-token", session.csrf.clone())];
+    let create = |body: Value| call(&app, "POST", "/api/v1/apikeys", &s, Some(&body));
+    let ok = create(
+        json!({ "name": "n", "scope_kind": "list", "domain": "example.org", "list": "news", "perms": ["send"] }),
+    );
+    assert_eq!(ok.status, 201, "{}", ok.body);
+    let resp = create(
+        json!({ "name": "n", "scope_kind": "list", "domain": "example.org", "list": "jobs", "perms": ["read"] }),
+    );
+    let body = resp.expect_error(403, "forbidden");
+    assert!(body["error"]["message"].as_str().unwrap().contains("wider than its user"), "{body}");
+    create(json!({ "name": "n", "scope_kind": "domain", "domain": "other.org", "perms": ["read"] }))
+        .expect_error(403, "forbidden");
+    // A key with manage and read makes keys with at most manage and read.
+    let manager = make_key(&core, &owner, KeyScope::User, &[Perm::Read, Perm::Manage], None);
+    let resp = call(
+        &app,
+        "POST",
+        "/api/v1/apikeys",
+        &[bearer(&manager)],
+        Some(&json!({ "name": "n", "scope_kind": "user", "perms": ["send"] })),
+    );
+    resp.expect_error(403, "forbidden");
+    let resp = call(
+        &app,
+        "POST",
+        "/api/v1/apikeys",
+        &[bearer(&manager)],
+        Some(&json!({ "name": "n", "scope_kind": "user", "perms": ["read"] })),
+    );
+    assert_eq!(resp.status, 201, "{}", resp.body);
+    // Bad requests are 422 with the reason.
+    for bad in [
+        json!({ "name": "n", "scope_kind": "galaxy", "perms": ["read"] }),
+        json!({ "name": "n", "scope_kind": "user", "perms": ["fly"] }),
+        json!({ "name": "n", "scope_kind": "user", "perms": [] }),
+        json!({ "name": "n", "scope_kind": "domain", "perms": ["read"] }),
+        json!({ "name": "", "scope_kind": "user", "perms": ["read"] }),
+        json!({ "name": "n", "scope_kind": "user", "perms": ["read"], "rate_limit_per_min": 0 }),
+        json!({ "name": "n", "scope_kind": "user", "perms": ["read"], "expires_at": "2001-01-01" }),
+        json!({ "name": "n", "scope_kind": "user", "perms": ["read"], "colour": "blue" }),
+    ] {
+        create(bad).expect_error(422, "validation_failed");
+    }
+}
+
+#[test]
+fn revocations_and_role_changes_take_effect_on_the_next_request() {
+    let app = TestApp::spawn();
+    let core = app.core.clone();
+    let (p, ctx) = (Principal::operator(), RequestCtx::cli());
+    let ex = domain("example.org");
+    let admin = make_user(&core, "da@example.org", &[Role::DomainAdmin(ex.clone())]);
+    let member = make_user(&core, "m@example.org", &[Role::Owner(ex.clone(), list("news"))]);
+    let key = make_key(&core, &admin, KeyScope::User, &[Perm::Read, Perm::Manage], None);
+    let session = login(&app, "da@example.org");
+    let path = format!("/api/v1/users/{}", member.id);
+    assert_eq!(call(&app, "GET", &path, &[bearer(&key)], None).status, 200);
+    assert_eq!(call(&app, "GET", &path, &[("cookie", session.cookie.clone())], None).status, 200);
+    roles::revoke(&core, &p, &ctx, admin.id, Role::DomainAdmin(ex.clone())).unwrap();
+    call(&app, "GET", &path, &[bearer(&key)], None).expect_error(404, "not_found");
+    call(&app, "GET", &path, &[("cookie", session.cookie.clone())], None).expect_error(404, "not_found");
+    roles::grant(&core, &p, &ctx, admin.id, Role::DomainAdmin(ex)).unwrap();
+    assert_eq!(call(&app, "GET", &path, &[bearer(&key)], None).status, 200);
+    // Revoking the key through the API, twice: the second is a no-op, not an error.
+    let id =
+        keys::list(&core, &p, Default::default()).unwrap().items.iter().find(|k| k.user_id == admin.id).unwrap().id;
+    let s = vec![("cookie", session.cookie.clone()), ("x-csrf-token", session.csrf.clone())];
+    assert_eq!(call(&app, "DELETE", &format!("/api/v1/apikeys/{id}"), &s, None).status, 204);
+    assert_eq!(call(&app, "DELETE", &format!("/api/v1/apikeys/{id}"), &s, None).status, 204);
+    call(&app, "GET", &path, &[bearer(&key)], None).expect_error(401, "unauthenticated");
+    call(&app, "DELETE", "/api/v1/apikeys/999999", &s, None).expect_error(404, "not_found");
+    // Disabling the account closes its session at once.
+    let site = make_user(&core, "site@example.org", &[Role::SiteAdmin]);
+    let site_key = make_key(&core, &site, KeyScope::User, &[Perm::Manage], None);
+    let patch = json!({ "status": "disabled" });
+    let resp = call(&app, "PATCH", &format!("/api/v1/users/{}", admin.id), &[bearer(&site_key)], Some(&patch));
+    assert_eq!(resp.status, 200, "{}", resp.body);
+    assert_eq!(resp.json()["data"]["status"], "disabled");
+    call(&app, "GET", "/api/v1/auth/session", &[("cookie", session.cookie.clone())], None)
+        .expect_error(401, "unauthenticated");
+}
+
+#[test]
+fn sessions_need_their_csrf_token_to_change_anything_and_end_at_logout() {
+    let app = TestApp::spawn();
+    let core = app.core.clone();
+    make_user(&core, "admin@example.org", &[Role::SiteAdmin]);
+    let s = login(&app, "admin@example.org");
+    let info = call(&app, "GET", "/api/v1/auth/session", &[("cookie", s.cookie.clone())], None).json();
+    assert_eq!(info["data"]["csrf_token"], s.csrf.as_str());
+    assert_eq!(info["data"]["via"], "session");
+    assert_eq!(info["data"]["capabilities"]["manage_users"], true);
+    let body = json!({ "email": "x@example.org" });
+    call(&app, "POST", "/api/v1/users", &[("cookie", s.cookie.clone())], Some(&body)).expect_error(403, "csrf_failed");
+    call(&app, "POST", "/api/v1/users", &[("cookie", s.cookie.clone()), ("x-csrf-token", "0".repeat(64))], Some(&body))
+        .expect_error(403, "csrf_failed");
+    let ok = call(
+        &app,
+        "POST",
+        "/api/v1/users",
+        &[("cookie", s.cookie.clone()), ("x-csrf-token", s.csrf.clone())],
+        Some(&body),
+    );
+    assert_eq!(ok.status, 201, "{}", ok.body);
+    assert_eq!(ok.json()["data"]["invitation"], "failed", "no relay listens on the default smtp://127.0.0.1:25 here");
+    let out = call(&app, "POST", "/api/v1/auth/logout", &[("cookie", s.cookie.clone())], None);
+    assert_eq!(out.status, 204);
+    assert!(out.header("set-cookie").unwrap().contains("Max-Age=0"));
+    call(&app, "GET", "/api/v1/auth/session", &[("cookie", s.cookie)], None).expect_error(401, "unauthenticated");
+}
+
+#[test]
+fn logins_are_refused_uniformly_and_throttled() {
+    let app = TestApp::spawn();
+    make_user(&app.core, "admin@example.org", &[]);
+    let attempt = |e: &str, p: &str| app.client.post_json("/api/v1/auth/login", &json!({ "email": e, "password": p }));
+    let unknown = attempt("nobody@example.org", PASSWORD).expect_error(401, "unauthenticated");
+    let wrong = attempt("admin@example.org", "wrong password!!").expect_error(401, "unauthenticated");
+    assert_eq!(unknown["error"], wrong["error"]);
+    // One failure so far on this address (the other was on another): four more reach the limit of 5.
+    for _ in 0..4 {
+        attempt("admin@example.org", "wrong password!!").expect_error(401, "unauthenticated");
+    }
+    let throttled = attempt("admin@example.org", PASSWORD);
+    throttled.expect_error(429, "rate_limited");
+    assert!(throttled.header("retry-after").is_some());
+    app.client
+        .post_json("/api/v1/auth/login", &json!({ "email": "admin@example.org" }))
+        .expect_error(422, "validation_failed");
+    app.client
+        .request("POST", "/api/v1/auth/login", &[("content-type", "application/json")], Some(b"{"))
+        .expect_error(400, "malformed_body");
+}
+
+#[test]
+fn an_invitation_mails_a_single_use_set_password_link() {
+    let sink = SmtpSink::start();
+    let app = TestApp::spawn_with(&[("COURRIER_SMTP_URL", &sink.url()), ("COURRIER_MAIL_FROM", "lists@example.org")]);
+    let admin = make_user(&app.core, "admin@example.org", &[Role::SiteAdmin]);
+    let key = make_key(&app.core, &admin, KeyScope::User, &[Perm::Manage, Perm::Read], None);
+    let resp = call(
+        &app,
+        "POST",
+        "/api/v1/users",
+        &[bearer(&key)],
+        Some(&json!({ "email": "Anna@Example.ORG", "firstname": "Anna" })),
+    );
+    assert_eq!(resp.status, 201, "{}", resp.body);
+    let created = resp.json()["data"].clone();
+    assert_eq!((created["email"].as_str(), created["invitation"].as_str()), (Some("Anna@example.org"), Some("sent")));
+    assert_eq!(created["has_password"], false);
+    call(&app, "POST", "/api/v1/users", &[bearer(&key)], Some(&json!({ "email": "Anna@example.org" })))
+        .expect_error(409, "conflict");
+    let mail = sink.wait_for(1, Duration::from_secs(10)).remove(0);
+    assert!(mail.contains("To: Anna@example.org"), "{mail}");
+    let unfolded = mail.replace("=\r\n", "").replace("=\n", "");
+    let start = unfolded.find("/p/password/").expect("a link in the mail");
+    let token: String =
+        unfolded[start + 12..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_').collect();
+    assert_eq!(token.len(), 43, "{unfolded}");
+    let page = app.get(&format!("/p/password/{token}"));
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("Anna@example.org") && page.body.contains("<form"), "{}", page.body);
+    let form = |pw: &str, again: &str| {
+        let body = format!("password={}&password_confirmation={}", pw.replace(' ', "+"), again.replace(' ', "+"));
+        app.client.request(
+            "POST",
+            &format!("/p/password/{token}"),
+            &[("content-type", "application/x-www-form-urlencoded")],
+            Some(body.as_bytes()),
+        )
+    };
+    assert_eq!(form("short", "short").status, 422);
+    assert_eq!(form(PASSWORD, "something else entirely").status, 422);
+    let done = form(PASSWORD, PASSWORD);
+    assert_eq!(done.status, 200, "{}", done.body);
+    assert_eq!(form(PASSWORD, PASSWORD).status, 404, "the link works once");
+    assert_eq!(app.get(&format!("/p/password/{token}")).status, 404);
+    assert_eq!(app.get("/p/password/forged-token").status, 404);
+    login(&app, "anna@example.org".replace("anna", "Anna").as_str());
+}
+
+#[test]
+fn scoping_users_and_the_audit_log() {
+    let app = TestApp::spawn();
+    let core = app.core.clone();
+    let ex = domain("example.org");
+    let da = make_user(&core, "da@example.org", &[Role::DomainAdmin(ex.clone())]);
+    let inside = make_user(&core, "in@example.org", &[Role::Owner(ex.clone(), list("news"))]);
+    let outside = make_user(&core, "out@other.org", &[Role::Owner(domain("other.org"), list("news"))]);
+    let both = make_user(
+        &core,
+        "both@example.org",
+        &[Role::Owner(ex.clone(), list("jobs")), Role::Moderator(domain("other.org"), list("x"))],
+    );
+    let key = make_key(&core, &da, KeyScope::User, &[Perm::Read, Perm::Manage], None);
+    let listed = call(&app, "GET", "/api/v1/users?limit=10", &[bearer(&key)], None).json();
+    let ids: Vec<i64> = listed["data"].as_array().unwrap().iter().map(|u| u["id"].as_i64().unwrap()).collect();
+    assert_eq!(ids, vec![da.id.get(), inside.id.get(), both.id.get()]);
+    assert_eq!(listed["meta"]["total"], 3);
+    call(&app, "GET", &format!("/api/v1/users/{}", outside.id), &[bearer(&key)], None).expect_error(404, "not_found");
+    let patch = json!({ "status": "disabled" });
+    call(&app, "PATCH", &format!("/api/v1/users/{}", both.id), &[bearer(&key)], Some(&patch))
+        .expect_error(403, "forbidden");
+    assert_eq!(call(&app, "PATCH", &format!("/api/v1/users/{}", inside.id), &[bearer(&key)], Some(&patch)).status, 200);
+    call(&app, "PATCH", &format!("/api/v1/users/{}", da.id), &[bearer(&key)], Some(&patch))
+        .expect_error(403, "forbidden");
+    let grant = json!({ "role": "site_admin" });
+    call(&app, "POST", &format!("/api/v1/users/{}/roles", inside.id), &[bearer(&key)], Some(&grant))
+        .expect_error(403, "forbidden");
+    let grant = json!({ "role": "owner", "domain": "other.org", "list": "news" });
+    call(&app, "POST", &format!("/api/v1/users/{}/roles", inside.id), &[bearer(&key)], Some(&grant))
+        .expect_error(404, "not_found");
+    for bad in ["?limit=0", "?limit=501", "?offset=-1", "?limt=5", "?limit=5&limit=6"] {
+        call(&app, "GET", &format!("/api/v1/users{bad}"), &[bearer(&key)], None).expect_error(
+            422,
+            if bad.contains("offset") || bad.contains("=0") || bad.contains("501") {
+                "invalid_pagination"
+            } else {
+                "validation_failed"
+            },
+        );
+    }
+    // The refusals above are audited; an unauthenticated flood is not.
+    for _ in 0..5 {
+        call(&app, "GET", "/api/v1/users", &[bearer("svc_bogus")], None);
+    }
+    let site = make_user(&core, "site@example.org", &[Role::SiteAdmin]);
+    let site_key = make_key(&core, &site, KeyScope::User, &[Perm::Read], None);
+    let audit = call(&app, "GET", "/api/v1/audit?limit=500", &[bearer(&site_key)], None).json();
+    let entries = audit["data"].as_array().unwrap();
+    let outcomes: Vec<(&str, &str)> =
+        entries.iter().map(|e| (e["action"].as_str().unwrap(), e["outcome"].as_str().unwrap())).collect();
+    assert!(outcomes.contains(&("user.read", "not_found")), "{outcomes:?}");
+    assert!(outcomes.contains(&("user.update", "forbidden")), "{outcomes:?}");
+    assert!(outcomes.contains(&("role.grant", "forbidden")), "{outcomes:?}");
+    assert!(outcomes.contains(&("user.update", "done")), "{outcomes:?}");
+    assert!(entries.iter().all(|e| e["request_id"].as_str().is_some_and(|r| !r.is_empty())));
+    let mine = call(&app, "GET", "/api/v1/audit", &[bearer(&key)], None).json();
+    assert!(mine["data"].as_array().unwrap().iter().all(|e| e["actor_user_id"] == da.id.get()), "{mine}");
+    call(&app, "GET", "/api/v1/audit?since=yesterday", &[bearer(&site_key)], None)
+        .expect_error(422, "validation_failed");
+    let filtered = call(&app, "GET", "/api/v1/audit?action=role.grant&limit=1", &[bearer(&site_key)], None).json();
+    assert_eq!(filtered["meta"]["limit"], 1);
+    assert!(filtered["meta"]["total"].as_u64().unwrap() >= 2);
+}
+
+#[test]
+fn secrets_never_come_back_nor_reach_the_log() {
+    let app = courrier_tests::harness::ProcessApp::spawn(&[("COURRIER_LOG", "debug"), ("COURRIER_LOG_FORMAT", "json")]);
+    let data = app.dir.path().to_str().unwrap().to_owned();
+    let cli = |args: &[&str], stdin: Option<&str>| {
+        use std::io::Write;
+        let mut child = std::process::Command::new(courrier_tests::harness::courrier_bin())
+            .arg("--data-dir")
+            .arg(&data)
+            .args(args)
+            .env("COURRIER_LOG", "debug")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        if let Some(s) = stdin {
+            child.stdin.take().unwrap().write_all(s.as_bytes()).unwrap();
+        }
+        drop(child.stdin.take());
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        (String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
+    };
+    let (_, log1) =
+        cli(&["user", "create", "--email", "admin@example.org", "--password-stdin", "--site-admin"], Some(PASSWORD));
+    let (secret, log2) = cli(
+        &[
+            "create-api-key",
+            "--email",
+            "admin@example.org",
+            "--scope",
+            "user",
+            "--perms",
+            "read,manage",
+            "--name",
+            "ops",
+        ],
+        None,
+    );
+    let secret = secret.trim().to_owned();
+    assert!(secret.starts_with("svc_"), "{secret}");
+    let (json_out, _) = cli(
+        &[
+            "--json",
+            "create-api-key",
+            "--email",
+            "admin@example.org",
+            "--scope",
+            "user",
+            "--perms",
+            "read",
+            "--name",
+            "j",
+        ],
+        None,
+    );
+    let created: Value = serde_json::from_str(&json_out).unwrap();
+    assert!(created["id"].is_i64() && created["prefix"].is_string() && created["secret"].is_string());
+    let c = &app.client;
+    let login = c.post_json("/api/v1/auth/login", &json!({ "email": "admin@example.org", "password": PASSWORD }));
+    let cookie = login.header("set-cookie").unwrap().split(';').next().unwrap().to_owned();
+    let token = cookie.trim_start_matches("svc_session=").to_owned();
+    let auth = [("authorization", format!("Bearer {secret}"))];
+    let h: Vec<(&str, &str)> = auth.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let listed = c.request("GET", "/api/v1/apikeys", &h, None);
+    assert_eq!(listed.status, 200);
+    let new_key = c.request(
+        "POST",
+        "/api/v1/apikeys",
+        &[h[0], ("content-type", "application/json")],
+        Some(br#"{"name":"x","scope_kind":"user","perms":["read"]}"#),
+    );
+    let new_secret = new_key.json()["data"]["secret"].as_str().unwrap().to_owned();
+    let pw = c.request(
+        "POST",
+        "/api/v1/users/1/password",
+        &[h[0], ("content-type", "application/json")],
+        Some(br#"{"password":"another long passphrase"}"#),
+    );
+    assert_eq!(pw.status, 204);
+    let user = c.request("GET", "/api/v1/users/1", &h, None);
+    let keys_after = c.request("GET", "/api/v1/apikeys", &h, None);
+    app.signal("TERM");
+    let (_, server_log) = app.wait(Duration::from_secs(10));
+    let secret_part = |s: &str| s.rsplit('_').next().unwrap().to_owned();
+    for (name, text) in [
+        ("key listing", listed.body.as_str()),
+        ("key listing after", keys_after.body.as_str()),
+        ("user", user.body.as_str()),
+        ("server log", server_log.as_str()),
+        ("cli log", &format!("{log1}{log2}")),
+    ] {
+        for (what, s) in [
+            ("first key", secret_part(&secret)),
+            ("second key", secret_part(&new_secret)),
+            ("session", token.clone()),
+            ("password", PASSWORD.to_owned()),
+            ("new password", "another long passphrase".to_owned()),
+        ] {
+            assert!(!text.contains(&s), "the {what} secret appears in the {name}");
+        }
+    }
+    assert!(server_log.contains("request_id"), "the log was captured");
+}
