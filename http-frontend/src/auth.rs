@@ -2,13 +2,12 @@
 
 use crate::AppState;
 use crate::blocking::run_blocking;
-use crate::envelope::current_request_id;
+use crate::envelope::request_id;
 use crate::error::ApiError;
-use crate::server::PeerAddr;
+use crate::server::PEER;
 use axum::extract::{FromRequestParts, Request};
 use courrier_core::access::principal::{self, RequestCtx};
 use courrier_core::access::{Credential, Principal};
-use courrier_core::kernel::RequestId;
 use http::request::Parts;
 use http::{HeaderMap, Method, header};
 
@@ -78,9 +77,9 @@ pub struct Ctx(pub RequestCtx);
 impl<S: Send + Sync> FromRequestParts<S> for Ctx {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        let source = parts.extensions.get::<PeerAddr>().map(|p| p.0.ip().to_string());
-        Ok(Ctx(RequestCtx { request_id: RequestId::internal(&current_request_id()), source }))
+    async fn from_request_parts(_parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let source = PEER.try_with(|p| p.0.ip().to_string()).ok();
+        Ok(Ctx(RequestCtx { request_id: request_id(), source }))
     }
 }
 

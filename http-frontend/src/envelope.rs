@@ -19,6 +19,11 @@ pub fn current_request_id() -> String {
     REQUEST_ID.try_with(|id| id.as_str().to_owned()).unwrap_or_else(|_| "unknown".to_owned())
 }
 
+/// The request's id, shared (no copy).
+pub fn request_id() -> RequestId {
+    REQUEST_ID.try_with(RequestId::clone).unwrap_or_else(|_| RequestId::internal("unknown"))
+}
+
 /// Set on error responses, so the access log can name the code without parsing the body.
 #[derive(Debug, Clone, Copy)]
 pub struct ErrorCode(pub Code);
@@ -39,10 +44,23 @@ pub fn json_response(status: StatusCode, body: &Value) -> Response {
 /// A successful answer: `data` and `meta`.
 pub struct Reply {
     status: StatusCode,
-    body: Value,
+    data: Data,
+    /// `total`, `limit`, `offset` of a collection.
+    window: Option<(u64, Page)>,
+}
+
+enum Data {
+    Value(Value),
+    /// A constant document, already JSON (the health answer).
+    Static(&'static str),
 }
 
 impl Reply {
+    /// `data` given as constant JSON text, written as it is.
+    pub fn ok_static(json: &'static str) -> Self {
+        Self { status: StatusCode::OK, data: Data::Static(json), window: None }
+    }
+
     pub fn ok(data: Value) -> Self {
         Self::with_status(StatusCode::OK, data)
     }
@@ -56,22 +74,37 @@ impl Reply {
     }
 
     fn with_status(status: StatusCode, data: Value) -> Self {
-        Self { status, body: json!({ "data": data, "meta": Value::Object(meta()) }) }
+        Self { status, data: Data::Value(data), window: None }
     }
 
     /// A collection: `data` is an array; `meta` adds `total`, `limit` and `offset`.
     pub fn collection(items: Vec<Value>, total: u64, page: Page) -> Self {
-        let mut m = meta();
-        m.insert("total".into(), total.into());
-        m.insert("limit".into(), page.limit().into());
-        m.insert("offset".into(), page.offset().into());
-        Self { status: StatusCode::OK, body: json!({ "data": items, "meta": Value::Object(m) }) }
+        Self { status: StatusCode::OK, data: Data::Value(Value::Array(items)), window: Some((total, page)) }
     }
 }
 
 impl IntoResponse for Reply {
+    /// Written straight into one buffer: `meta` is a handful of known fields, not worth a tree.
     fn into_response(self) -> Response {
-        json_response(self.status, &self.body)
+        use std::fmt::Write as _;
+        let id = request_id();
+        let mut body = String::with_capacity(128);
+        body.push_str("{\"data\":");
+        match &self.data {
+            Data::Static(json) => body.push_str(json),
+            Data::Value(v) => body.push_str(&v.to_string()),
+        }
+        // Request ids are ASCII letters, digits and `_` (or an internal label): no escaping needed,
+        // but serde_json quotes them anyway for the odd internal label.
+        let _ =
+            write!(body, ",\"meta\":{{\"request_id\":{},\"api_version\":\"{API_VERSION}\"", Value::from(id.as_str()));
+        if let Some((total, page)) = self.window {
+            let _ = write!(body, ",\"total\":{total},\"limit\":{},\"offset\":{}", page.limit(), page.offset());
+        }
+        body.push_str("}}");
+        let mut resp = (self.status, body).into_response();
+        resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        resp
     }
 }
 

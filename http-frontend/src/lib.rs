@@ -6,6 +6,7 @@ pub use access::parse_key_request;
 pub mod auth;
 pub mod blocking;
 pub mod body;
+mod context;
 pub mod dto;
 pub mod envelope;
 pub mod error;
@@ -23,16 +24,10 @@ use axum::extract::{RawPathParams, Request};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use courrier_core::Courrier;
-use courrier_core::kernel::{Code, RequestId, parse_positive_id, secrets};
-use envelope::{ErrorCode, REQUEST_ID};
+use courrier_core::kernel::{Code, parse_positive_id};
 use error::ApiError;
-use futures_util::FutureExt;
-use http::{HeaderValue, StatusCode};
 use routes::{ParamKind, Route};
-use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock};
-use std::time::Instant;
+use std::sync::Arc;
 
 /// What every handler can reach.
 #[derive(Clone)]
@@ -64,13 +59,18 @@ pub fn router(state: AppState) -> Router {
 
 /// The router of the given routes (tests add their own to probe the pipeline).
 pub fn router_of(state: AppState, table: impl Iterator<Item = &'static Route>) -> Router {
+    let table: Vec<&'static Route> = table.collect();
+    let max_body = routes::max_body_limit();
     let mut by_path: Vec<(&'static str, axum::routing::MethodRouter<AppState>)> = Vec::new();
     for route in table {
-        let guard_state = state.clone();
-        let method_router =
-            (route.handler)(route.method_filter()).route_layer(middleware::from_fn(move |req: Request, next: Next| {
+        let mut method_router = (route.handler)(route.method_filter());
+        // The guard costs a boxed service per request: routes with nothing to check go without.
+        if needs_guard(route, max_body) {
+            let guard_state = state.clone();
+            method_router = method_router.route_layer(middleware::from_fn(move |req: Request, next: Next| {
                 route_guard(guard_state.clone(), route, req, next)
             }));
+        }
         match by_path.iter_mut().find(|(p, _)| *p == route.path) {
             Some((_, existing)) => *existing = std::mem::take(existing).merge(method_router),
             None => by_path.push((route.path, method_router)),
@@ -86,7 +86,12 @@ pub fn router_of(state: AppState, table: impl Iterator<Item = &'static Route>) -
             ApiError::new(Code::MethodNotAllowed, "this route does not accept that method")
         })
         .with_state(state)
-        .layer(middleware::from_fn(request_context))
+}
+
+fn needs_guard(route: &Route, max_body: usize) -> bool {
+    route.params.iter().any(|p| p.kind == ParamKind::Id)
+        || route.access != routes::Access::Public
+        || route.body_limit < max_body
 }
 
 /// Runs on a matched route, before its handler: typed path segments and the declared body
@@ -96,7 +101,10 @@ async fn route_guard(state: AppState, route: &'static Route, mut req: Request, n
         Ok(()) => next.run(req).await,
         Err(e) => e.into_response(),
     };
-    resp.extensions_mut().insert(MatchedRoute(route.path));
+    // Only error answers are logged with their route: a success needs no extension map.
+    if resp.status().is_client_error() || resp.status().is_server_error() {
+        resp.extensions_mut().insert(MatchedRoute(route.path));
+    }
     resp
 }
 
@@ -118,48 +126,9 @@ async fn check_route(route: &'static Route, req: &mut Request, state: &AppState)
     Ok(())
 }
 
+/// Set on error answers of matched routes, so the request log names the route, not the path.
 #[derive(Clone, Copy)]
-struct MatchedRoute(&'static str);
-
-static REQUEST_PREFIX: LazyLock<u64> = LazyLock::new(secrets::random_u64);
-static REQUEST_COUNTER: AtomicU64 = AtomicU64::new(0);
-
-/// The outermost layer: gives the request its id, contains panics, sets `X-Request-Id`, and logs
-/// every error answer with its request id, route, status and code.
-async fn request_context(req: Request, next: Next) -> Response {
-    let id = RequestId::new(*REQUEST_PREFIX, REQUEST_COUNTER.fetch_add(1, Ordering::Relaxed));
-    let method = req.method().clone();
-    let path = req.uri().path().to_owned();
-    let started = Instant::now();
-    let span = tracing::info_span!("request", request_id = %id);
-    let guarded = async move {
-        match AssertUnwindSafe(next.run(req)).catch_unwind().await {
-            Ok(resp) => resp,
-            Err(payload) => {
-                ApiError::internal(&format!("panic in handler: {}", server::panic_message(&*payload))).into_response()
-            }
-        }
-    };
-    let mut resp = REQUEST_ID.scope(id.clone(), tracing::Instrument::instrument(guarded, span)).await;
-    if let Ok(value) = HeaderValue::from_str(id.as_str()) {
-        resp.headers_mut().insert("x-request-id", value);
-    }
-    let status = resp.status();
-    let route = resp.extensions().get::<MatchedRoute>().map_or(path.as_str(), |r| r.0);
-    let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
-    match resp.extensions().get::<ErrorCode>() {
-        Some(ErrorCode(code)) if status == StatusCode::INTERNAL_SERVER_ERROR => tracing::error!(
-            request_id = %id, %method, route, status = status.as_u16(), code = code.as_str(), elapsed_ms, "request failed"
-        ),
-        Some(ErrorCode(code)) => tracing::warn!(
-            request_id = %id, %method, route, status = status.as_u16(), code = code.as_str(), elapsed_ms, "request refused"
-        ),
-        None => {
-            tracing::debug!(request_id = %id, %method, route, status = status.as_u16(), elapsed_ms, "request served")
-        }
-    }
-    resp
-}
+pub(crate) struct MatchedRoute(pub(crate) &'static str);
 
 #[cfg(test)]
 mod pipeline_tests;

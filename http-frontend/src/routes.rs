@@ -124,3 +124,8 @@ impl Route {
 pub fn all() -> impl Iterator<Item = &'static Route> {
     crate::system::ROUTES.iter().chain(crate::access::ROUTES).chain(crate::pages::ROUTES)
 }
+
+/// The largest body any route of the table takes.
+pub fn max_body_limit() -> usize {
+    all().map(|r| r.body_limit).max().unwrap_or(JSON_BODY_LIMIT)
+}

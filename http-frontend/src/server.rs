@@ -20,6 +20,9 @@ pub struct ServerLimits {
     pub max_connections: usize,
     /// How long in-flight requests may take to finish once shutdown begins.
     pub shutdown_grace: Duration,
+    /// A declared Content-Length over this is refused before routing (the largest body any route
+    /// takes; each route checks its own, smaller, limit).
+    pub max_body: usize,
 }
 
 impl Default for ServerLimits {
@@ -28,6 +31,7 @@ impl Default for ServerLimits {
             header_read_timeout: Duration::from_secs(10),
             max_connections: 1024,
             shutdown_grace: Duration::from_secs(30),
+            max_body: crate::routes::max_body_limit(),
         }
     }
 }
@@ -64,11 +68,12 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let router = router.clone();
-        // The peer's address rides in the request's extensions (login throttling per source).
-        let service = hyper::service::service_fn(move |mut req: http::Request<hyper::body::Incoming>| {
-            req.extensions_mut().insert(PeerAddr(peer));
-            let mut router = router.clone();
-            async move { tower_service::Service::call(&mut router, req).await }
+        let max_body = limits.max_body;
+        // The peer's address rides in a task-local (login throttling per source): an extension
+        // would allocate a map on every request.
+        let service = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+            let handled = crate::context::handle(router.clone(), max_body, req);
+            PEER.scope(PeerAddr(peer), async move { Ok::<_, std::convert::Infallible>(handled.await) })
         });
         let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
         tokio::spawn(async move {
@@ -92,6 +97,11 @@ pub async fn serve(
 /// The address of the client at the other end of the connection.
 #[derive(Debug, Clone, Copy)]
 pub struct PeerAddr(pub std::net::SocketAddr);
+
+tokio::task_local! {
+    /// The peer of the connection whose request is being served.
+    pub static PEER: PeerAddr;
+}
 
 /// The text of a panic payload, for the log.
 pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {

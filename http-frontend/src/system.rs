@@ -62,7 +62,9 @@ pub static ROUTES: &[Route] = &[
 ];
 
 async fn health() -> Reply {
-    Reply::ok(json!({ "status": courrier_core::system::health().as_str() }))
+    match courrier_core::system::health() {
+        courrier_core::system::Health::Ok => Reply::ok_static(r#"{"status":"ok"}"#),
+    }
 }
 
 fn document(bytes: &bytes::Bytes) -> Response {

@@ -68,17 +68,19 @@ id_type!(
 
 /// A request id: unique per request across restarts in practice (a random per-process prefix and
 /// a counter), cheap enough to make on every request.
+/// Shared (`Arc<str>`): a request's id is copied into its envelope, its header, its log lines and
+/// its audit entries; cloning it is a reference count, not an allocation.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct RequestId(String);
+pub struct RequestId(std::sync::Arc<str>);
 
 impl RequestId {
     pub fn new(prefix: u64, counter: u64) -> Self {
-        Self(format!("req_{prefix:016x}{counter:08x}"))
+        Self(format!("req_{prefix:016x}{counter:08x}").into())
     }
 
     /// A request id that did not come from an HTTP request (a CLI command, a worker).
     pub fn internal(what: &str) -> Self {
-        Self(what.to_owned())
+        Self(what.into())
     }
 
     pub fn as_str(&self) -> &str {

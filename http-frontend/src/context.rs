@@ -1,0 +1,59 @@
+//! The request context, outside the router: every request gets its id, a panic guard, the
+//! declared-length check against the largest body any route takes, `X-Request-Id`, and one log line
+//! when it is refused or fails. Done here, per request in `serve()`'s service, rather than as an
+//! axum layer, which would box and clone the inner service on every request.
+
+use crate::envelope::{ErrorCode, REQUEST_ID};
+use crate::error::ApiError;
+use crate::{MatchedRoute, body, server};
+use axum::response::{IntoResponse, Response};
+use courrier_core::kernel::{RequestId, secrets};
+use futures_util::FutureExt;
+use http::{HeaderValue, StatusCode};
+use std::panic::AssertUnwindSafe;
+use std::sync::LazyLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+static REQUEST_PREFIX: LazyLock<u64> = LazyLock::new(secrets::random_u64);
+static REQUEST_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// The outermost layer: gives the request its id, contains panics, sets `X-Request-Id`, and logs
+/// every error answer with its request id, route, status and code.
+pub async fn handle(mut router: axum::Router, max_body: usize, req: http::Request<hyper::body::Incoming>) -> Response {
+    let id = RequestId::new(*REQUEST_PREFIX, REQUEST_COUNTER.fetch_add(1, Ordering::Relaxed));
+    let method = req.method().clone();
+    let uri = req.uri().clone();
+    let started = Instant::now();
+    let guarded = async move {
+        if let Err(e) = body::check_declared_length(req.headers(), max_body) {
+            return e.into_response();
+        }
+        match AssertUnwindSafe(tower_service::Service::call(&mut router, req)).catch_unwind().await {
+            Ok(Ok(resp)) => resp,
+            Ok(Err(never)) => match never {},
+            Err(payload) => {
+                ApiError::internal(&format!("panic in handler: {}", server::panic_message(&*payload))).into_response()
+            }
+        }
+    };
+    let mut resp = REQUEST_ID.scope(id.clone(), guarded).await;
+    if let Ok(value) = HeaderValue::from_str(id.as_str()) {
+        resp.headers_mut().insert("x-request-id", value);
+    }
+    let status = resp.status();
+    let route = resp.extensions().get::<MatchedRoute>().map_or(uri.path(), |r| r.0);
+    let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
+    match resp.extensions().get::<ErrorCode>() {
+        Some(ErrorCode(code)) if status == StatusCode::INTERNAL_SERVER_ERROR => tracing::error!(
+            request_id = %id, %method, route, status = status.as_u16(), code = code.as_str(), elapsed_ms, "request failed"
+        ),
+        Some(ErrorCode(code)) => tracing::warn!(
+            request_id = %id, %method, route, status = status.as_u16(), code = code.as_str(), elapsed_ms, "request refused"
+        ),
+        None => {
+            tracing::debug!(request_id = %id, %method, route, status = status.as_u16(), elapsed_ms, "request served")
+        }
+    }
+    resp
+}
