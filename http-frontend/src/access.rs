@@ -94,7 +94,7 @@ pub static ROUTES: &[Route] = &[
         errors: &[409], grant_role),
     route!(DELETE "/api/v1/users/{id}/roles", "revokeRole", "Revoke a role (the role in the body)", "users",
         Access::Perm(Perm::Manage), params: ID, query: &[], request: Some(schema::ROLE_REQUEST),
-        success: Success::NoContent, errors: &[], revoke_role),
+        success: Success::NoContent, errors: &[409], revoke_role),
     route!(GET "/api/v1/apikeys", "listApiKeys", "API keys the caller administers, newest first", "apikeys",
         Access::Perm(Perm::Manage), params: &[], query: PAGE, request: None, success: Success::Collection(schema::API_KEY),
         errors: &[], list_keys),

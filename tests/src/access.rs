@@ -601,3 +601,19 @@ fn secrets_never_come_back_nor_reach_the_log() {
     }
     assert!(server_log.contains("request_id"), "the log was captured");
 }
+
+#[test]
+fn the_last_site_administrator_keeps_the_role() {
+    let app = TestApp::spawn();
+    let core = app.core.clone();
+    let first = make_user(&core, "first@example.org", &[Role::SiteAdmin]);
+    let key = make_key(&core, &first, KeyScope::User, &[Perm::Manage, Perm::Read], None);
+    let revoke = json!({ "role": "site_admin" });
+    let path = format!("/api/v1/users/{}/roles", first.id);
+    call(&app, "DELETE", &path, &[bearer(&key)], Some(&revoke)).expect_error(409, "conflict");
+    let second = make_user(&core, "second@example.org", &[Role::SiteAdmin]);
+    assert_eq!(call(&app, "DELETE", &path, &[bearer(&key)], Some(&revoke)).status, 204, "another one remains");
+    let second_key = make_key(&core, &second, KeyScope::User, &[Perm::Manage, Perm::Read], None);
+    let path = format!("/api/v1/users/{}/roles", second.id);
+    call(&app, "DELETE", &path, &[bearer(&second_key)], Some(&revoke)).expect_error(409, "conflict");
+}

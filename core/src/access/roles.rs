@@ -75,6 +75,11 @@ pub fn revoke(app: &Courrier, p: &Principal, ctx: &RequestCtx, user: UserId, rol
         if !tx.revoke_role(user, &role)? {
             return Err(AccessError::NotFound("role"));
         }
+        // Checked after the change, in its transaction, so two concurrent revocations cannot both
+        // pass: the installation keeps someone who can administer it.
+        if role == Role::SiteAdmin && tx.count_active_site_admins()? == 0 {
+            return Err(AccessError::Conflict("the last active site administrator cannot lose the role".into()));
+        }
         audit_done(tx, p, ctx, now, "role.revoke", &target)
     })
 }

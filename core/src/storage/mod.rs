@@ -95,6 +95,8 @@ pub trait AccessRepo {
     fn grant_role(&mut self, user: UserId, role: &Role, now: Timestamp) -> Result<RoleGrant, StoreError>;
     /// Whether the user held it.
     fn revoke_role(&mut self, user: UserId, role: &Role) -> Result<bool, StoreError>;
+    /// Active accounts holding `site_admin`.
+    fn count_active_site_admins(&mut self) -> Result<u64, StoreError>;
 
     fn insert_key(&mut self, key: &ApiKey, secret_hash: &str) -> Result<KeyId, StoreError>;
     /// The key and the SHA-256 of its secret.

@@ -265,6 +265,18 @@ impl AccessRepo for SqliteTx {
         Ok(n > 0)
     }
 
+    fn count_active_site_admins(&mut self) -> Result<u64, StoreError> {
+        let n: i64 = self
+            .conn()
+            .prepare_cached(
+                "SELECT COUNT(*) FROM roles JOIN users ON users.id = roles.user_id
+                 WHERE roles.kind = 'site_admin' AND users.status = 'active'",
+            )
+            .and_then(|mut st| st.query_row([], |r| r.get(0)))
+            .map_err(map_err)?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
     fn insert_key(&mut self, key: &ApiKey, secret_hash: &str) -> Result<KeyId, StoreError> {
         let (domain, list) = match &key.scope {
             KeyScope::User => (String::new(), String::new()),
