@@ -74,13 +74,23 @@ impl<T: DeserializeOwned> FromRequest<AppState> for Json<T> {
     }
 }
 
+/// Every request body of the API is a JSON object: serde would otherwise take an array for a
+/// struct (`[null, null]` as a patch of two absent fields).
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    serde_json::from_slice(bytes).map_err(|e| match e.classify() {
+    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| classify(&e))?;
+    if !value.is_object() {
+        return Err(ApiError::new(Code::ValidationFailed, "the body must be a JSON object"));
+    }
+    serde_json::from_value(value).map_err(|e| classify(&e))
+}
+
+fn classify(e: &serde_json::Error) -> ApiError {
+    match e.classify() {
         serde_json::error::Category::Data => ApiError::new(Code::ValidationFailed, e.to_string()),
         serde_json::error::Category::Io | serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
             ApiError::new(Code::MalformedBody, format!("the body is not valid JSON: {e}"))
         }
-    })
+    }
 }
 
 #[cfg(test)]
@@ -101,7 +111,24 @@ mod tests {
         assert_eq!(code(b""), Code::MalformedBody);
         assert_eq!(code(b"{}"), Code::ValidationFailed);
         assert_eq!(code(br#"{"name": 3}"#), Code::ValidationFailed);
+        assert_eq!(code(br#"["x"]"#), Code::ValidationFailed, "an array is not a struct here");
+        assert_eq!(code(b"null"), Code::ValidationFailed);
         assert!(parse_json::<Probe>(br#"{"name": "x"}"#).is_ok());
+    }
+
+    #[test]
+    fn reading_stops_at_the_limit_and_at_the_time_out() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+        rt.block_on(async {
+            let t = std::time::Duration::from_secs(5);
+            let over = read_limited(Body::from(vec![b'x'; 1025]), 1024, t).await.unwrap_err();
+            assert_eq!(over.code, Code::BodyTooLarge);
+            assert_eq!(read_limited(Body::from(vec![b'x'; 1024]), 1024, t).await.unwrap().len(), 1024);
+            // A body that never ends: the time-out cuts it off.
+            let never = futures_util::stream::pending::<Result<bytes::Bytes, std::io::Error>>();
+            let slow = read_limited(Body::from_stream(never), 1024, std::time::Duration::from_millis(50)).await;
+            assert_eq!(slow.unwrap_err().code, Code::MalformedBody);
+        });
     }
 
     #[test]
