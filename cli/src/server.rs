@@ -29,6 +29,7 @@ pub fn wire(config: &Config, build: BuildInfo) -> Result<Arc<Courrier>, CliError
         settings: Settings { public_url: config.public_url.clone(), mail_from: config.mail_from.clone() },
         build,
         limiter: Limiter::default(),
+        key_cache: Default::default(),
     }))
 }
 

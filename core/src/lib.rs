@@ -23,6 +23,7 @@ pub struct Courrier {
     pub settings: Settings,
     pub build: kernel::BuildInfo,
     pub limiter: access::limits::Limiter,
+    pub key_cache: access::cache::KeyCache,
 }
 
 /// Installation settings the rules need.

@@ -193,7 +193,7 @@ async fn session(Auth(p): Auth, headers: HeaderMap) -> Reply {
 }
 
 async fn version(State(state): State<AppState>, Auth(_): Auth) -> Reply {
-    Reply::ok(dto::version(&courrier_core::system::version(&state.app)))
+    Reply::ok_shared(state.version_json.clone())
 }
 
 async fn audit(State(state): State<AppState>, Auth(p): Auth, RawQuery(raw): RawQuery) -> Result<Reply, ApiError> {

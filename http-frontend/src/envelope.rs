@@ -53,12 +53,19 @@ enum Data {
     Value(Value),
     /// A constant document, already JSON (the health answer).
     Static(&'static str),
+    /// A document rendered once and shared (the version object).
+    Shared(std::sync::Arc<str>),
 }
 
 impl Reply {
     /// `data` given as constant JSON text, written as it is.
     pub fn ok_static(json: &'static str) -> Self {
         Self { status: StatusCode::OK, data: Data::Static(json), window: None }
+    }
+
+    /// `data` given as JSON text rendered earlier.
+    pub fn ok_shared(json: std::sync::Arc<str>) -> Self {
+        Self { status: StatusCode::OK, data: Data::Shared(json), window: None }
     }
 
     pub fn ok(data: Value) -> Self {
@@ -92,6 +99,7 @@ impl IntoResponse for Reply {
         body.push_str("{\"data\":");
         match &self.data {
             Data::Static(json) => body.push_str(json),
+            Data::Shared(json) => body.push_str(json),
             Data::Value(v) => body.push_str(&v.to_string()),
         }
         // Request ids are ASCII letters, digits and `_` (or an internal label): no escaping needed,

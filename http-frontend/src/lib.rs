@@ -33,6 +33,8 @@ use std::sync::Arc;
 #[derive(Clone)]
 pub struct AppState {
     pub app: Arc<Courrier>,
+    /// The version object never changes while the process runs: rendered once.
+    pub version_json: Arc<str>,
     /// A client that has sent its headers has this long to send its whole body.
     pub body_read_timeout: std::time::Duration,
     pub openapi_mailing: bytes::Bytes,
@@ -43,7 +45,9 @@ impl AppState {
     pub fn new(app: Arc<Courrier>) -> Self {
         let version = app.build.version;
         let render = |api| bytes::Bytes::from(openapi::document(api, version).to_string());
+        let version_json = dto::version(&courrier_core::system::version(&app)).to_string().into();
         Self {
+            version_json,
             openapi_mailing: render(routes::Api::Mailing),
             openapi_ocr: render(routes::Api::Ocr),
             body_read_timeout: std::time::Duration::from_secs(30),
@@ -121,7 +125,8 @@ async fn check_route(route: &'static Route, req: &mut Request, state: &AppState)
     body::check_declared_length(req.headers(), route.body_limit)?;
     if route.access != routes::Access::Public {
         let principal = auth::authenticate(state, req).await?;
-        req.extensions_mut().insert(principal);
+        // Shared: the handler's extractor takes a reference count, not a deep copy.
+        req.extensions_mut().insert(Arc::new(principal));
     }
     Ok(())
 }

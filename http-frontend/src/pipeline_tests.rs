@@ -88,6 +88,7 @@ fn start(limits: ServerLimits, body_read_timeout: Duration) -> Probe {
         },
         build: BuildInfo::unknown(),
         limiter: Default::default(),
+        key_cache: Default::default(),
     });
     let mut state = AppState::new(app);
     state.body_read_timeout = body_read_timeout;

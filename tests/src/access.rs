@@ -617,3 +617,42 @@ fn the_last_site_administrator_keeps_the_role() {
     let path = format!("/api/v1/users/{}/roles", second.id);
     call(&app, "DELETE", &path, &[bearer(&second_key)], Some(&revoke)).expect_error(409, "conflict");
 }
+
+/// A key's authentication is cached in the server; a role granted by the CLI, another process,
+/// still takes effect on the very next request.
+#[test]
+fn changes_made_by_another_process_reach_cached_keys_at_once() {
+    let app = courrier_tests::harness::ProcessApp::spawn(&[("COURRIER_LOG", "warn")]);
+    let data = app.dir.path().to_str().unwrap().to_owned();
+    let cli = |args: &[&str], stdin: &str| {
+        use std::io::Write;
+        let mut child = std::process::Command::new(courrier_tests::harness::courrier_bin())
+            .arg("--data-dir")
+            .arg(&data)
+            .args(args)
+            .env("COURRIER_LOG", "warn")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    };
+    cli(&["user", "create", "--email", "a@example.org", "--password-stdin"], PASSWORD);
+    cli(&["user", "create", "--email", "b@example.org", "--password-stdin"], PASSWORD);
+    let key =
+        cli(&["create-api-key", "--email", "a@example.org", "--scope", "user", "--perms", "read", "--name", "k"], "");
+    let auth = format!("Bearer {key}");
+    let total = || {
+        let r = app.client.request("GET", "/api/v1/users", &[("authorization", auth.as_str())], None);
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.json()["meta"]["total"].as_u64().unwrap()
+    };
+    assert_eq!(total(), 1, "without a role, only itself");
+    assert_eq!(total(), 1, "the key is now cached");
+    cli(&["role", "grant", "--email", "a@example.org", "--role", "site_admin"], "");
+    assert_eq!(total(), 2, "the grant by another process is seen at once");
+}

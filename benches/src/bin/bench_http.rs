@@ -1,8 +1,14 @@
-//! `bench-http`: requests per second and p99 latency of `GET /api/v1/system/health` on
-//! `courrier serve`, against the `bare-hello` hyper server started in the same run on the same
-//! machine, both loaded by `wrk`. Rounds alternate bare, courrier, bare, courrier, ... so that
-//! drift (thermal, other load) hits both alike; the report is the medians and their ratio.
-//! Results go to BENCHMARKS.md.
+//! `bench-http`: requests per second and p99 latency of `courrier serve` under `wrk`, against a
+//! baseline started in the same run on the same machine. Two scenarios (`--scenario`):
+//!
+//! - `health`: `GET /api/v1/system/health` on courrier against the `bare-hello` hyper server
+//!   answering the same bytes: the cost of courrier's request pipeline.
+//! - `auth`: the authenticated `GET /api/v1/system/version`, its API keys rotating round-robin,
+//!   against courrier's own public health route on the same server: the price of authentication.
+//!   bare-hello is measured alongside for context.
+//!
+//! Rounds alternate the loads (A, B, A, B, ...) so that drift (thermal, other load) hits them
+//! alike; the report is the medians and their ratio. Results go to BENCHMARKS.md.
 //!
 //! `bench-http --smoke` does everything for real at a tiny size (CI runs it so this cannot rot).
 
@@ -14,11 +20,20 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 const HEALTH_PATH: &str = "/api/v1/system/health";
+const VERSION_PATH: &str = "/api/v1/system/version";
 const START_TIMEOUT: Duration = Duration::from_secs(30);
-const TARGET_RATIO: f64 = 0.8;
+/// courrier health / bare-hello.
+const HEALTH_TARGET: f64 = 0.8;
+/// courrier version (authenticated) / courrier health.
+const AUTH_TARGET: f64 = 0.7;
+/// The highest quota courrier gives a key (core's `MAX_RATE_LIMIT_PER_MIN`), per calendar minute
+/// and per server process; over it, 429. The `auth` load rotates over enough keys to stay under.
+const KEY_QUOTA_PER_MIN: u32 = 100_000;
+const BENCH_EMAIL: &str = "bench@example.org";
+const BENCH_PASSWORD: &str = "correct horse battery staple";
 
-const USAGE: &str = "usage: bench-http [--courrier PATH] [--bare PATH] [--wrk PATH] [--duration SECS] \
-[--connections N] [--threads N] [--rounds N] [--warmup SECS] [--smoke]";
+const USAGE: &str = "usage: bench-http [--scenario health|auth|all (default)] [--courrier PATH] [--bare PATH] [--wrk PATH] \
+[--duration SECS] [--connections N] [--threads N] [--rounds N] [--warmup SECS] [--keys N] [--smoke]";
 
 fn main() -> ExitCode {
     let opts = match Options::parse(std::env::args().skip(1)) {
@@ -41,8 +56,35 @@ fn main() -> ExitCode {
     }
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scenario {
+    Health,
+    Auth,
+    All,
+}
+
+impl Scenario {
+    fn parse(raw: &str) -> Result<Self, String> {
+        match raw {
+            "health" => Ok(Self::Health),
+            "auth" => Ok(Self::Auth),
+            "all" => Ok(Self::All),
+            _ => Err(format!("--scenario must be health, auth or all, got {raw:?}")),
+        }
+    }
+
+    fn health(self) -> bool {
+        matches!(self, Self::Health | Self::All)
+    }
+
+    fn auth(self) -> bool {
+        matches!(self, Self::Auth | Self::All)
+    }
+}
+
 #[derive(Debug, Clone)]
 struct Options {
+    scenario: Scenario,
     courrier: PathBuf,
     bare: PathBuf,
     wrk: PathBuf,
@@ -51,6 +93,8 @@ struct Options {
     threads: u32,
     rounds: u32,
     warmup: u64,
+    /// API keys the `auth` load rotates over.
+    keys: u32,
     smoke: bool,
 }
 
@@ -63,10 +107,12 @@ impl Options {
         };
         let (mut courrier, mut bare, mut wrk) = (None, None, PathBuf::from("wrk"));
         let (mut duration, mut connections, mut threads, mut rounds, mut warmup) = (None, None, None, None, None);
+        let (mut scenario, mut keys) = (Scenario::All, None);
         let mut smoke = false;
         while let Some(arg) = args.next() {
             let mut value = || args.next().ok_or_else(|| format!("{arg} needs a value"));
             match arg.as_str() {
+                "--scenario" => scenario = Scenario::parse(&value()?)?,
                 "--courrier" => courrier = Some(PathBuf::from(value()?)),
                 "--bare" => bare = Some(PathBuf::from(value()?)),
                 "--wrk" => wrk = PathBuf::from(value()?),
@@ -75,13 +121,16 @@ impl Options {
                 "--threads" => threads = Some(positive(&arg, &value()?)?),
                 "--rounds" => rounds = Some(positive(&arg, &value()?)?),
                 "--warmup" => warmup = Some(value()?.parse::<u64>().map_err(|e| format!("--warmup: {e}"))?),
+                "--keys" => keys = Some(positive(&arg, &value()?)?),
                 "--smoke" => smoke = true,
                 "-h" | "--help" => return Ok(None),
                 other => return Err(format!("unknown argument {other:?}")),
             }
         }
-        let (d_duration, d_connections, d_rounds, d_warmup) = if smoke { (1, 8, 1, 1) } else { (20, 64, 3, 2) };
+        let (d_duration, d_connections, d_rounds, d_warmup, d_keys) =
+            if smoke { (1, 8, 1, 1, 4) } else { (20, 64, 3, 2, 128) };
         let opts = Self {
+            scenario,
             courrier: match courrier {
                 Some(p) => p,
                 None => sibling("courrier")?,
@@ -96,6 +145,7 @@ impl Options {
             threads: threads.map_or(Ok(2), u32::try_from).map_err(|e| e.to_string())?,
             rounds: rounds.map_or(Ok(d_rounds), u32::try_from).map_err(|e| e.to_string())?,
             warmup: warmup.unwrap_or(d_warmup),
+            keys: keys.map_or(Ok(d_keys), u32::try_from).map_err(|e| e.to_string())?,
             smoke,
         };
         if opts.connections < opts.threads {
@@ -104,14 +154,31 @@ impl Options {
         Ok(Some(opts))
     }
 
-    fn wrk_args(&self, duration: u64, port: u16) -> Vec<String> {
-        vec![
+    /// wrk's arguments for one run of `load` against `port`.
+    fn wrk_args(&self, duration: u64, port: u16, load: &Load) -> Vec<String> {
+        let mut args = vec![
             format!("-t{}", self.threads),
             format!("-c{}", self.connections),
             format!("-d{duration}s"),
             "--latency".into(),
-            format!("http://127.0.0.1:{port}{HEALTH_PATH}"),
-        ]
+        ];
+        if let Some(script) = &load.script {
+            args.extend(["-s".into(), script.display().to_string()]);
+        }
+        args.push(format!("http://127.0.0.1:{port}{}", load.path));
+        args
+    }
+
+    /// The wrk command of `load` as the report shows it: no port, the script by its file name.
+    fn wrk_command(&self, load: &Load) -> String {
+        let shown =
+            Load { script: load.script.as_ref().and_then(|s| s.file_name()).map(PathBuf::from), ..load.clone() };
+        format!("wrk {}", self.wrk_args(self.duration, 0, &shown).join(" ")).replace(":0/", ":PORT/")
+    }
+
+    /// Requests per second the keys' quotas allow in all (per calendar minute, on average).
+    fn key_capacity(&self) -> f64 {
+        f64::from(self.keys) * f64::from(KEY_QUOTA_PER_MIN) / 60.0
     }
 }
 
@@ -137,6 +204,24 @@ impl Target {
     }
 }
 
+/// One kind of wrk run: which server, which path, and the Lua script making the requests (none:
+/// wrk's own static request).
+#[derive(Debug, Clone)]
+struct Load {
+    name: &'static str,
+    target: Target,
+    path: &'static str,
+    script: Option<PathBuf>,
+    /// Its requests carry API keys, so a non-2xx answer is most likely a key over its quota.
+    keyed: bool,
+}
+
+impl Load {
+    fn new(name: &'static str, target: Target, path: &'static str, script: Option<&Path>) -> Self {
+        Self { name, target, path, script: script.map(Path::to_path_buf), keyed: false }
+    }
+}
+
 fn run(opts: &Options) -> Result<(), String> {
     check_wrk(&opts.wrk)?;
     for (what, path) in [("courrier", &opts.courrier), ("bare-hello", &opts.bare)] {
@@ -153,6 +238,8 @@ fn run(opts: &Options) -> Result<(), String> {
     // Declared before the servers so that it is removed after they are killed.
     let scratch = tempfile::TempDir::new().map_err(|e| format!("cannot create a temporary directory: {e}"))?;
     let data_dir = scratch.path().join("data");
+    // Made before the server starts, with the CLI on the same data directory.
+    let keys = if opts.scenario.auth() { create_keys(opts, &data_dir)? } else { Vec::new() };
     let (bare_port, courrier_port) = free_ports()?;
 
     let mut bare_cmd = Command::new(&opts.bare);
@@ -174,56 +261,110 @@ fn run(opts: &Options) -> Result<(), String> {
         check_health_answer(server.target, &answer)?;
         eprintln!("{} is up on port {} ({} bytes of health answer)", server.target.name(), server.port, answer.len());
     }
+    if opts.scenario.auth() {
+        check_keys(courrier_port, &keys)?;
+    }
 
-    let result = measure(opts, &mut servers);
+    if opts.scenario.health() {
+        let loads = [Load::new("bare-hello", Target::Bare, HEALTH_PATH, None), courrier_health(None)];
+        let (started, rounds) = measure(opts, &mut servers, &loads)?;
+        println!("{}", report_health(opts, started, &loads, &rounds));
+    }
+    if opts.scenario.auth() {
+        // All three loads go through a script with a `request()` function, so that wrk spends
+        // the same per request on each (the health route gets no key: it is public).
+        let plain = scratch.path().join("plain.lua");
+        let keyed = scratch.path().join("keys.lua");
+        for (path, keys) in [(&plain, &[][..]), (&keyed, &keys[..])] {
+            std::fs::write(path, wrk_script(keys)).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        }
+        let loads = [
+            Load::new("bare-hello", Target::Bare, HEALTH_PATH, Some(&plain)),
+            courrier_health(Some(&plain)),
+            Load { keyed: true, ..Load::new("courrier version", Target::Courrier, VERSION_PATH, Some(&keyed)) },
+        ];
+        let (started, rounds) = measure(opts, &mut servers, &loads)?;
+        println!("{}", report_auth(opts, started, &loads, &rounds));
+    }
+
     for server in &mut servers {
         server.stop();
     }
     drop(scratch);
-    let table = result?;
-    println!("{table}");
     Ok(())
 }
 
-fn measure(opts: &Options, servers: &mut [Server; 2]) -> Result<String, String> {
-    let started = SystemTime::now();
-    if opts.warmup > 0 {
-        for server in servers.iter_mut() {
-            eprintln!("warm-up: {} for {}s", server.target.name(), opts.warmup);
-            server.load(opts, opts.warmup)?;
-        }
-    }
-    let mut rounds: Vec<[WrkResult; 2]> = Vec::new();
-    for round in 1..=opts.rounds {
-        let mut pair = Vec::with_capacity(2);
-        for server in servers.iter_mut() {
-            eprintln!("round {round}/{}: {} for {}s", opts.rounds, server.target.name(), opts.duration);
-            let r = server.load(opts, opts.duration)?;
-            eprintln!("  {:.0} req/s, p99 {}", r.rps, fmt_latency(r.p99));
-            pair.push(r);
-        }
-        rounds.push([pair[0], pair[1]]);
-    }
-    Ok(report(opts, started, &rounds))
+fn courrier_health(script: Option<&Path>) -> Load {
+    Load::new("courrier health", Target::Courrier, HEALTH_PATH, script)
 }
 
-fn report(opts: &Options, started: SystemTime, rounds: &[[WrkResult; 2]]) -> String {
-    let median_of = |i: usize, f: fn(&WrkResult) -> f64| median(rounds.iter().map(|r| f(&r[i])).collect());
-    let (bare_rps, courrier_rps) = (median_of(0, |r| r.rps), median_of(1, |r| r.rps));
-    let (bare_p99, courrier_p99) = (median_of(0, |r| r.p99), median_of(1, |r| r.p99));
-    let ratio = courrier_rps / bare_rps;
+/// Runs the warm-ups, then `opts.rounds` rounds of every load in turn. Results by round, then
+/// in the order of `loads`.
+fn measure(
+    opts: &Options,
+    servers: &mut [Server; 2],
+    loads: &[Load],
+) -> Result<(SystemTime, Vec<Vec<WrkResult>>), String> {
+    // `servers` is [bare-hello, courrier].
+    let server = |target| usize::from(target == Target::Courrier);
+    let started = SystemTime::now();
+    if opts.warmup > 0 {
+        for load in loads {
+            eprintln!("warm-up: {} for {}s", load.name, opts.warmup);
+            let i = server(load.target);
+            servers[i].load(opts, opts.warmup, load)?;
+        }
+    }
+    let mut rounds = Vec::new();
+    for round in 1..=opts.rounds {
+        let mut results = Vec::with_capacity(loads.len());
+        for load in loads {
+            eprintln!("round {round}/{}: {} for {}s", opts.rounds, load.name, opts.duration);
+            let i = server(load.target);
+            let r = servers[i].load(opts, opts.duration, load)?;
+            eprintln!("  {:.0} req/s, p99 {}", r.rps, fmt_latency(r.p99));
+            results.push(r);
+        }
+        rounds.push(results);
+    }
+    Ok((started, rounds))
+}
+
+fn median_of(rounds: &[Vec<WrkResult>], load: usize, f: fn(&WrkResult) -> f64) -> f64 {
+    median(rounds.iter().map(|r| f(&r[load])).collect())
+}
+
+fn report_heading(out: &mut String, opts: &Options, scenario: &str, started: SystemTime) {
     let cores = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
+    let smoke = if opts.smoke { " (smoke)" } else { "" };
+    let _ = writeln!(out, "bench-http {scenario}{smoke}: {} UTC, {cores} cores", utc(started));
+}
+
+fn verdict(ratio: f64, target: f64) -> &'static str {
+    if ratio >= target { "met" } else { "NOT met" }
+}
+
+/// `loads`: bare-hello, courrier health.
+fn report_health(opts: &Options, started: SystemTime, loads: &[Load], rounds: &[Vec<WrkResult>]) -> String {
+    let (bare_rps, courrier_rps) = (median_of(rounds, 0, |r| r.rps), median_of(rounds, 1, |r| r.rps));
+    let (bare_p99, courrier_p99) = (median_of(rounds, 0, |r| r.p99), median_of(rounds, 1, |r| r.p99));
+    let ratio = courrier_rps / bare_rps;
 
     let mut out = String::new();
-    let wrk_cmd = format!("wrk {}", opts.wrk_args(opts.duration, 0).join(" ")).replace(":0/", ":PORT/");
-    let _ =
-        writeln!(out, "bench-http{}: {} UTC, {cores} cores", if opts.smoke { " (smoke)" } else { "" }, utc(started));
-    let _ = writeln!(out, "load: `{wrk_cmd}`, {} round(s), warm-up {}s each", opts.rounds, opts.warmup);
+    report_heading(&mut out, opts, "health", started);
+    let _ = writeln!(
+        out,
+        "load: `{}`, {} round(s), warm-up {}s each",
+        opts.wrk_command(&loads[1]),
+        opts.rounds,
+        opts.warmup
+    );
     let _ = writeln!(out);
     let _ =
         writeln!(out, "| round | bare-hello req/s | bare-hello p99 | courrier req/s | courrier p99 | ratio req/s |");
     let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|");
-    for (i, [b, c]) in rounds.iter().enumerate() {
+    for (i, r) in rounds.iter().enumerate() {
+        let (b, c) = (&r[0], &r[1]);
         let _ = writeln!(
             out,
             "| {} | {:.0} | {} | {:.0} | {} | {:.2} |",
@@ -242,8 +383,189 @@ fn report(opts: &Options, started: SystemTime, rounds: &[[WrkResult; 2]]) -> Str
         fmt_latency(courrier_p99)
     );
     let _ = writeln!(out);
-    let verdict = if ratio >= TARGET_RATIO { "met" } else { "NOT met" };
-    let _ = writeln!(out, "ratio courrier/bare (median req/s): {ratio:.2} (target >= {TARGET_RATIO}: {verdict})");
+    let _ = writeln!(
+        out,
+        "ratio courrier/bare (median req/s): {ratio:.2} (target >= {HEALTH_TARGET}: {})",
+        verdict(ratio, HEALTH_TARGET)
+    );
+    out
+}
+
+/// `loads`: bare-hello, courrier health, courrier version.
+fn report_auth(opts: &Options, started: SystemTime, loads: &[Load], rounds: &[Vec<WrkResult>]) -> String {
+    let rps = |i| median_of(rounds, i, |r| r.rps);
+    let p99 = |i| median_of(rounds, i, |r| r.p99);
+    let (bare_rps, health_rps, version_rps) = (rps(0), rps(1), rps(2));
+    let ratio = version_rps / health_rps;
+
+    let mut out = String::new();
+    report_heading(&mut out, opts, "auth", started);
+    let _ = writeln!(
+        out,
+        "load: `{}` ({} API keys rotating round-robin, `Authorization: Bearer`; their quotas allow {:.0} req/s sustained); \
+         health and bare-hello: `{}`; {} round(s), warm-up {}s each",
+        opts.wrk_command(&loads[2]),
+        opts.keys,
+        opts.key_capacity(),
+        opts.wrk_command(&loads[1]),
+        opts.rounds,
+        opts.warmup
+    );
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "| round | bare-hello req/s | health req/s | health p99 | version req/s | version p99 | ratio version/health |"
+    );
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|");
+    for (i, r) in rounds.iter().enumerate() {
+        let (b, h, v) = (&r[0], &r[1], &r[2]);
+        let _ = writeln!(
+            out,
+            "| {} | {:.0} | {:.0} | {} | {:.0} | {} | {:.2} |",
+            i + 1,
+            b.rps,
+            h.rps,
+            fmt_latency(h.p99),
+            v.rps,
+            fmt_latency(v.p99),
+            v.rps / h.rps
+        );
+    }
+    let _ = writeln!(
+        out,
+        "| **median** | **{bare_rps:.0}** | **{health_rps:.0}** | **{}** | **{version_rps:.0}** | **{}** | **{ratio:.2}** |",
+        fmt_latency(p99(1)),
+        fmt_latency(p99(2))
+    );
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "ratio version/health (median req/s): {ratio:.2} (target >= {AUTH_TARGET}: {})",
+        verdict(ratio, AUTH_TARGET)
+    );
+    let _ = writeln!(
+        out,
+        "for context: health/bare-hello {:.2}, version/bare-hello {:.2}",
+        health_rps / bare_rps,
+        version_rps / bare_rps
+    );
+    out
+}
+
+/// Creates the bench user (a site admin) and `opts.keys` API keys with the highest quota, with
+/// the `courrier` CLI on `data_dir`. Returns the keys' secrets.
+fn create_keys(opts: &Options, data_dir: &Path) -> Result<Vec<String>, String> {
+    let started = Instant::now();
+    let courrier = |args: &[&str], stdin: Option<&str>| -> Result<String, String> {
+        let shown = || format!("`courrier --data-dir {} {}`", data_dir.display(), args.join(" "));
+        let mut child = Command::new(&opts.courrier)
+            .arg("--data-dir")
+            .arg(data_dir)
+            .args(args)
+            .env("COURRIER_LOG", "warn")
+            .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot run {}: {e}", shown()))?;
+        if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
+            pipe.write_all(text.as_bytes()).map_err(|e| format!("cannot write to {}: {e}", shown()))?;
+        }
+        let out = child.wait_with_output().map_err(|e| format!("cannot run {}: {e}", shown()))?;
+        if !out.status.success() {
+            return Err(format!(
+                "{} failed ({}): {}",
+                shown(),
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    courrier(
+        &["user", "create", "--email", BENCH_EMAIL, "--password-stdin", "--site-admin"],
+        Some(&format!("{BENCH_PASSWORD}\n")),
+    )?;
+    let quota = KEY_QUOTA_PER_MIN.to_string();
+    let mut keys = Vec::new();
+    for i in 1..=opts.keys {
+        let name = format!("bench-{i}");
+        let args = ["create-api-key", "--email", BENCH_EMAIL, "--scope", "user", "--perms", "read", "--name", &name];
+        let out = courrier(&[&args[..], &["--rate-limit-per-min", &quota]].concat(), None)?;
+        let secret = out.trim();
+        if !is_api_key(secret) {
+            return Err(format!(
+                "`courrier create-api-key` printed {secret:?}, not an API key (svc_<16 hex>_<64 hex>)"
+            ));
+        }
+        keys.push(secret.to_owned());
+    }
+    eprintln!("created the bench user and {} API keys in {:.1}s", keys.len(), started.elapsed().as_secs_f64());
+    Ok(keys)
+}
+
+/// `svc_<16 hex>_<64 hex>`, as `courrier create-api-key` prints it (and safe to quote in Lua).
+fn is_api_key(s: &str) -> bool {
+    let hex = |s: &str, len: usize| s.len() == len && s.bytes().all(|b| b.is_ascii_hexdigit());
+    s.strip_prefix("svc_")
+        .and_then(|rest| rest.split_once('_'))
+        .is_some_and(|(prefix, secret)| hex(prefix, 16) && hex(secret, 64))
+}
+
+/// Before measuring: the version route refuses a request without a key (so the load does measure
+/// authentication) and answers every key with 200 and the version object.
+fn check_keys(port: u16, keys: &[String]) -> Result<(), String> {
+    let status = |answer: &str| answer.lines().next().unwrap_or("").to_owned();
+    let anonymous = http_get(port, VERSION_PATH, "").map_err(|e| format!("GET {VERSION_PATH} failed: {e}"))?;
+    if !anonymous.starts_with("HTTP/1.1 401") {
+        return Err(format!("GET {VERSION_PATH} without a key answered {:?}, not 401", status(&anonymous)));
+    }
+    for (i, key) in keys.iter().enumerate() {
+        let answer = http_get(port, VERSION_PATH, &format!("Authorization: Bearer {key}\r\n"))
+            .map_err(|e| format!("GET {VERSION_PATH} with key {} failed: {e}", i + 1))?;
+        if !answer.starts_with("HTTP/1.1 200") {
+            return Err(format!("GET {VERSION_PATH} with key {} answered {:?}, not 200", i + 1, status(&answer)));
+        }
+        check_version_answer(&answer)?;
+    }
+    eprintln!("GET {VERSION_PATH}: 401 without a key, 200 and the version object with each of the {} keys", keys.len());
+    Ok(())
+}
+
+/// A wrk script whose `request()` cycles over prepared requests: one per key, each with its
+/// `Authorization: Bearer` header, or a single request without a header when `keys` is empty.
+/// Every wrk thread has its own Lua state; `setup` (run once per thread, in the main state)
+/// numbers them so that they start at different keys.
+fn wrk_script(keys: &[String]) -> String {
+    let mut out = String::from("-- Written by bench-http.\nlocal keys = {\n");
+    for key in keys {
+        let _ = writeln!(out, "  \"{key}\",");
+    }
+    out.push_str(
+        r#"}
+local threads = 0
+function setup(thread)
+  thread:set("id", threads)
+  threads = threads + 1
+end
+local requests, n, i = {}, 0, 0
+function init(args)
+  if #keys == 0 then
+    requests[1] = wrk.format("GET")
+  else
+    for j, key in ipairs(keys) do
+      requests[j] = wrk.format("GET", nil, { ["Authorization"] = "Bearer " .. key })
+    end
+  end
+  n = #requests
+  i = (id or 0) % n
+end
+function request()
+  i = i % n + 1
+  return requests[i]
+end
+"#,
+    );
     out
 }
 
@@ -339,7 +661,7 @@ impl Server {
         let mut last_error = String::from("no attempt made");
         while Instant::now() < deadline {
             self.check_alive()?;
-            match http_get(self.port, HEALTH_PATH) {
+            match http_get(self.port, HEALTH_PATH, "") {
                 Ok(answer) if answer.starts_with("HTTP/1.1 200") => return Ok(answer),
                 Ok(answer) => last_error = format!("answered {:?}", answer.lines().next().unwrap_or("")),
                 Err(e) => last_error = e.to_string(),
@@ -355,8 +677,8 @@ impl Server {
         ))
     }
 
-    fn load(&mut self, opts: &Options, duration: u64) -> Result<WrkResult, String> {
-        let args = opts.wrk_args(duration, self.port);
+    fn load(&mut self, opts: &Options, duration: u64, load: &Load) -> Result<WrkResult, String> {
+        let args = opts.wrk_args(duration, self.port, load);
         let output = Command::new(&opts.wrk)
             .args(&args)
             .stdin(Stdio::null())
@@ -365,16 +687,27 @@ impl Server {
         let stdout = String::from_utf8_lossy(&output.stdout);
         let context = || {
             format!(
-                "`wrk {}` against {}\n--- stdout\n{stdout}--- stderr\n{}",
+                "`wrk {}` ({})\n--- stdout\n{stdout}--- stderr\n{}",
                 args.join(" "),
-                self.target.name(),
+                load.name,
                 String::from_utf8_lossy(&output.stderr)
             )
         };
         if !output.status.success() {
             return Err(format!("wrk failed ({}): {}", output.status, context()));
         }
-        let result = parse_wrk(&stdout).map_err(|e| format!("{e}: {}", context()))?;
+        let result = parse_wrk(&stdout).map_err(|e| {
+            let hint = if load.keyed && e.contains("non-2xx") {
+                format!(
+                    " (429s, most likely: {} keys allow {:.0} req/s in all; pass a larger --keys)",
+                    opts.keys,
+                    opts.key_capacity()
+                )
+            } else {
+                String::new()
+            };
+            format!("{e}{hint}: {}", context())
+        })?;
         self.check_alive()?;
         Ok(result)
     }
@@ -393,13 +726,14 @@ impl Drop for Server {
     }
 }
 
-/// A one-shot `GET` over a fresh connection; the whole answer as text.
-fn http_get(port: u16, path: &str) -> std::io::Result<String> {
+/// A one-shot `GET` over a fresh connection; the whole answer as text. `headers`: extra header
+/// lines, each ending in CRLF.
+fn http_get(port: u16, path: &str, headers: &str) -> std::io::Result<String> {
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(1))?;
     stream.set_read_timeout(Some(Duration::from_secs(2)))?;
     stream.set_write_timeout(Some(Duration::from_secs(2)))?;
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n")?;
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{headers}Connection: close\r\n\r\n")?;
     let mut buf = Vec::new();
     stream.read_to_end(&mut buf)?;
     Ok(String::from_utf8_lossy(&buf).into_owned())
@@ -413,6 +747,18 @@ fn check_health_answer(target: Target, answer: &str) -> Result<(), String> {
         .map_err(|e| format!("{}: the health answer is not JSON ({e}): {answer:?}", target.name()))?;
     if json["data"]["status"] != "ok" || !json["meta"]["request_id"].is_string() {
         return Err(format!("{}: unexpected health answer {answer:?}", target.name()));
+    }
+    Ok(())
+}
+
+/// Courrier's `Version` object in the success envelope.
+fn check_version_answer(answer: &str) -> Result<(), String> {
+    let body = answer.split_once("\r\n\r\n").map_or("", |(_, body)| body);
+    let json: serde_json::Value = serde_json::from_str(body)
+        .map_err(|e| format!("the answer of GET {VERSION_PATH} is not JSON ({e}): {answer:?}"))?;
+    let data = &json["data"];
+    if !(data["version"].is_string() && data["backend"].is_string() && json["meta"]["request_id"].is_string()) {
+        return Err(format!("GET {VERSION_PATH} did not answer the version object: {answer:?}"));
     }
     Ok(())
 }
@@ -533,6 +879,101 @@ Transfer/sec:     12.00MB
     fn medians() {
         assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(vec![4.0, 1.0]), 2.5);
+    }
+
+    fn options(args: &[&str]) -> Options {
+        let args = ["--courrier", "/c", "--bare", "/b"].iter().chain(args).map(|s| (*s).to_owned());
+        Options::parse(args).unwrap().unwrap()
+    }
+
+    #[test]
+    fn parses_scenarios_and_sizes() {
+        let default = options(&[]);
+        assert_eq!((default.scenario, default.keys, default.duration, default.rounds), (Scenario::All, 128, 20, 3));
+        let smoke = options(&["--smoke", "--scenario", "auth"]);
+        assert_eq!((smoke.scenario, smoke.keys, smoke.duration, smoke.rounds), (Scenario::Auth, 4, 1, 1));
+        assert_eq!(options(&["--scenario", "health", "--keys", "9"]).keys, 9);
+        assert!(Scenario::All.health() && Scenario::All.auth());
+        assert!(Scenario::Health.health() && !Scenario::Health.auth());
+        assert!(!Scenario::Auth.health() && Scenario::Auth.auth());
+        let parse = |args: &[&str]| Options::parse(args.iter().map(|s| (*s).to_owned()));
+        assert!(parse(&["--scenario", "nope"]).unwrap_err().contains("health, auth or all"));
+        assert!(parse(&["--keys", "0"]).is_err());
+        assert!(parse(&["--scenario"]).unwrap_err().contains("needs a value"));
+    }
+
+    #[test]
+    fn wrk_commands_show_the_script_by_name() {
+        let opts = options(&[]);
+        let plain = Load::new("courrier health", Target::Courrier, HEALTH_PATH, None);
+        assert_eq!(opts.wrk_command(&plain), "wrk -t2 -c64 -d20s --latency http://127.0.0.1:PORT/api/v1/system/health");
+        let keyed = Load::new("courrier version", Target::Courrier, VERSION_PATH, Some(Path::new("/tmp/x/keys.lua")));
+        assert_eq!(
+            opts.wrk_command(&keyed),
+            "wrk -t2 -c64 -d20s --latency -s keys.lua http://127.0.0.1:PORT/api/v1/system/version"
+        );
+        assert_eq!(opts.wrk_args(5, 80, &keyed)[5], "/tmp/x/keys.lua");
+        assert!((opts.key_capacity() - 128.0 * 100_000.0 / 60.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn recognises_api_keys() {
+        let key = format!("svc_{}_{}", "0123456789abcdef", "ab".repeat(32));
+        assert!(is_api_key(&key));
+        assert!(!is_api_key(&key[1..]));
+        assert!(!is_api_key(&key.replace("svc_0", "svc_g")));
+        assert!(!is_api_key(&format!("{key}0")));
+        assert!(!is_api_key(&format!("{key}\"")));
+        assert!(!is_api_key(""));
+    }
+
+    #[test]
+    fn scripts_rotate_over_the_keys() {
+        let keys = vec![
+            format!("svc_{}_{}", "1".repeat(16), "2".repeat(64)),
+            format!("svc_{}_{}", "3".repeat(16), "4".repeat(64)),
+        ];
+        let script = wrk_script(&keys);
+        for key in &keys {
+            assert!(script.contains(&format!("  \"{key}\",\n")));
+        }
+        assert!(script.contains("\"Bearer \" .. key"));
+        assert!(script.contains("function request()"));
+        assert!(wrk_script(&[]).contains("local keys = {\n}\n"));
+    }
+
+    #[test]
+    fn checks_the_version_answer() {
+        let ok = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n\
+                  {\"data\":{\"version\":\"0.0.0\",\"backend\":\"sqlite\"},\"meta\":{\"request_id\":\"req_1\"}}";
+        assert!(check_version_answer(ok).is_ok());
+        assert!(check_version_answer(&ok.replace("\"version\"", "\"other\"")).is_err());
+        assert!(check_version_answer("HTTP/1.1 200 OK\r\n\r\nnot json").is_err());
+    }
+
+    #[test]
+    fn reports_the_auth_ratio() {
+        let opts = options(&["--rounds", "2"]);
+        let r = |rps: f64| WrkResult { rps, p99: 2e-3, requests: 1 };
+        let loads = [
+            Load::new("bare-hello", Target::Bare, HEALTH_PATH, Some(Path::new("plain.lua"))),
+            courrier_health(Some(Path::new("plain.lua"))),
+            Load {
+                keyed: true,
+                ..Load::new("courrier version", Target::Courrier, VERSION_PATH, Some(Path::new("keys.lua")))
+            },
+        ];
+        let rounds = vec![vec![r(150_000.0), r(100_000.0), r(80_000.0)], vec![r(150_000.0), r(100_000.0), r(60_000.0)]];
+        let out = report_auth(&opts, SystemTime::UNIX_EPOCH, &loads, &rounds);
+        assert!(out.contains("| 1 | 150000 | 100000 | 2.00 ms | 80000 | 2.00 ms | 0.80 |"), "{out}");
+        assert!(
+            out.contains("| **median** | **150000** | **100000** | **2.00 ms** | **70000** | **2.00 ms** | **0.70** |"),
+            "{out}"
+        );
+        assert!(out.contains("ratio version/health (median req/s): 0.70 (target >= 0.7: met)"), "{out}");
+        assert!(out.contains("health/bare-hello 0.67, version/bare-hello 0.47"), "{out}");
+        let health = report_health(&opts, SystemTime::UNIX_EPOCH, &loads[..2], &rounds);
+        assert!(health.contains("ratio courrier/bare (median req/s): 0.67 (target >= 0.8: NOT met)"), "{health}");
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! what lies outside the principal's reach (never telling it exists) and 403 for what lies inside
 //! without the permission.
 
+pub mod cache;
 pub mod keys;
 pub mod limits;
 pub mod model;

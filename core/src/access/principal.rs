@@ -2,6 +2,7 @@
 //! each target the operation touches.
 
 use super::AccessError;
+use super::cache::CachedKey;
 use super::model::{ApiKey, Perm, PermSet, Role, SessionId, Target, User, UserStatus};
 use crate::Courrier;
 use crate::kernel::{Actor, NewAuditEntry, Outcome, RequestId, Timestamp, secrets};
@@ -194,29 +195,20 @@ pub fn authenticate(app: &Courrier, credential: &Credential, mutating: bool) -> 
         Credential::None => Err(refuse("no credential")),
         Credential::ApiKey(secret) => {
             let (prefix, _) = parse_key(secret).ok_or_else(|| refuse("malformed API key"))?;
+            // Read the marker before the store, so a commit racing this read invalidates the entry.
+            let marker = app.store.change_marker().ok();
             let found = in_read(&*app.store, |tx| {
-                let Some((key, hash)) = tx.key_by_prefix(prefix)? else { return Ok(None) };
-                let user = tx.user_by_id(key.user_id)?;
-                let roles = tx.roles_of(key.user_id)?;
-                Ok::<_, AccessError>(Some((key, hash, user, roles)))
+                let Some((key, secret_hash)) = tx.key_by_prefix(prefix)? else { return Ok(None) };
+                let user = tx.user_by_id(key.user_id)?.map(|u| u.user);
+                let roles = tx.roles_of(key.user_id)?.into_iter().map(|g| g.role).collect();
+                Ok::<_, AccessError>(Some(CachedKey { key, secret_hash, user, roles }))
             })?;
-            let (key, hash, user, roles) = found.ok_or_else(|| refuse("unknown API key"))?;
-            if !secrets::constant_time_eq(secrets::sha256_hex(secret.as_bytes()).as_bytes(), hash.as_bytes()) {
-                return Err(refuse("wrong API key secret"));
+            let entry = found.ok_or_else(|| refuse("unknown API key"))?;
+            let principal = check_key(app, &entry, secret, now);
+            if let Some(m) = marker {
+                app.key_cache.put(m, prefix, entry);
             }
-            if key.revoked_at.is_some() {
-                return Err(refuse("revoked API key"));
-            }
-            if key.expires_at.is_some_and(|at| at <= now) {
-                return Err(refuse("expired API key"));
-            }
-            let user = user.filter(|u| u.user.status == UserStatus::Active).ok_or_else(|| refuse("inactive user"))?;
-            app.limiter.take_key_request(key.id.get(), key.rate_limit_per_min, now)?;
-            Ok(Principal {
-                user: Some(user.user),
-                via: Via::Key(key),
-                roles: roles.into_iter().map(|g| g.role).collect(),
-            })
+            principal
         }
         Credential::Session { token, csrf } => {
             let hash = secrets::sha256_hex(token.as_bytes());
@@ -252,6 +244,31 @@ pub fn authenticate(app: &Courrier, credential: &Credential, mutating: bool) -> 
             })
         }
     }
+}
+
+/// Authenticates a key the cache knows, without reading the store: for the frontend to call on
+/// its own thread. `None` when the cache cannot answer (unknown key, store changed, marker
+/// unreadable): then `authenticate` does, through the blocking pool.
+pub fn authenticate_cached_key(app: &Courrier, secret: &str) -> Option<Result<Principal, AccessError>> {
+    let Some((prefix, _)) = parse_key(secret) else { return Some(Err(refuse("malformed API key"))) };
+    let marker = app.store.change_marker().ok()?;
+    let entry = app.key_cache.get(marker, prefix)?;
+    Some(check_key(app, &entry, secret, app.clock.now()))
+}
+
+fn check_key(app: &Courrier, entry: &CachedKey, secret: &str, now: Timestamp) -> Result<Principal, AccessError> {
+    if !secrets::constant_time_eq(secrets::sha256_hex(secret.as_bytes()).as_bytes(), entry.secret_hash.as_bytes()) {
+        return Err(refuse("wrong API key secret"));
+    }
+    if entry.key.revoked_at.is_some() {
+        return Err(refuse("revoked API key"));
+    }
+    if entry.key.expires_at.is_some_and(|at| at <= now) {
+        return Err(refuse("expired API key"));
+    }
+    let user = entry.user.as_ref().filter(|u| u.status == UserStatus::Active).ok_or_else(|| refuse("inactive user"))?;
+    app.limiter.take_key_request(entry.key.id.get(), entry.key.rate_limit_per_min, now)?;
+    Ok(Principal { user: Some(user.clone()), via: Via::Key(entry.key.clone()), roles: entry.roles.clone() })
 }
 
 /// Splits `svc_<prefix>_<secret>`: a 16-hex-digit prefix and a 64-hex-digit secret (256 bits).

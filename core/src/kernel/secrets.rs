@@ -35,7 +35,14 @@ mod tests {
 /// SHA-256 of `data`, lowercase hex. How high-entropy secrets (API keys, one-time tokens, session
 /// tokens) are stored: a slow password hash buys nothing against 256 random bits.
 pub fn sha256_hex(data: &[u8]) -> String {
-    ring::digest::digest(&ring::digest::SHA256, data).as_ref().iter().map(|b| format!("{b:02x}")).collect()
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let digest = ring::digest::digest(&ring::digest::SHA256, data);
+    let mut out = String::with_capacity(64);
+    for b in digest.as_ref() {
+        out.push(HEX[usize::from(b >> 4)] as char);
+        out.push(HEX[usize::from(b & 0xf)] as char);
+    }
+    out
 }
 
 /// Compares two secrets (or their hashes) in time independent of where they differ.

@@ -145,6 +145,10 @@ pub trait Store: Send + Sync {
     fn read(&self) -> Result<Box<dyn Tx + '_>, StoreError>;
     /// A short description for the version object, e.g. `sqlite 3.50.4 (WAL, synchronous=FULL)`.
     fn backend(&self) -> String;
+    /// A number that changes whenever anything is committed to the database, by this process or
+    /// another (the `courrier` CLI next to a running server): what in-memory caches of stored state
+    /// check before trusting an entry. Cheap: it reads no table.
+    fn change_marker(&self) -> Result<u64, StoreError>;
 }
 
 /// Runs `f` in a write transaction: commits when it returns `Ok`, rolls back when it returns

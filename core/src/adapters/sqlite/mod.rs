@@ -24,6 +24,9 @@ const POOL_SIZE: u32 = 16;
 pub struct SqliteStore {
     pool: Pool,
     sqlite_version: String,
+    /// A connection that never writes, for `PRAGMA data_version`: its value changes when any
+    /// *other* connection commits, and every write goes through the pool, so it sees them all.
+    watch: std::sync::Mutex<rusqlite::Connection>,
 }
 
 impl SqliteStore {
@@ -43,7 +46,7 @@ impl SqliteStore {
         migrations::apply(&mut conn, now_micros)?;
         let sqlite_version =
             conn.query_row("SELECT sqlite_version()", [], |r| r.get(0)).map_err(|e| open_err(e.to_string()))?;
-        drop(conn);
+        let watch = std::sync::Mutex::new(conn);
         let manager = SqliteConnectionManager::file(path).with_init(|c| {
             c.busy_timeout(BUSY_TIMEOUT)?;
             c.execute_batch("PRAGMA foreign_keys = ON; PRAGMA synchronous = FULL;")
@@ -54,7 +57,7 @@ impl SqliteStore {
             .connection_timeout(BUSY_TIMEOUT)
             .build(manager)
             .map_err(|e| open_err(e.to_string()))?;
-        Ok(Self { pool, sqlite_version })
+        Ok(Self { pool, sqlite_version, watch })
     }
 
     fn begin(&self, sql: &'static str) -> Result<Box<dyn Tx + '_>, StoreError> {
@@ -78,6 +81,15 @@ impl Store for SqliteStore {
 
     fn backend(&self) -> String {
         format!("sqlite {} (WAL, synchronous=FULL)", self.sqlite_version)
+    }
+
+    fn change_marker(&self) -> Result<u64, StoreError> {
+        let conn = self.watch.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let v: i64 = conn
+            .prepare_cached("PRAGMA data_version")
+            .and_then(|mut st| st.query_row([], |r| r.get(0)))
+            .map_err(map_err)?;
+        Ok(v as u64)
     }
 }
 
@@ -206,6 +218,34 @@ mod tests {
         std::fs::write(&path, b"this is not a database, it is a text file long enough to have a header").unwrap();
         let err = SqliteStore::open(&path, 0).map(|_| ()).unwrap_err();
         assert!(err.to_string().contains("c.db"), "{err}");
+    }
+
+    #[test]
+    fn the_change_marker_moves_on_every_commit_from_anywhere() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db");
+        let store = SqliteStore::open(&path, 0).unwrap();
+        let m0 = store.change_marker().unwrap();
+        assert_eq!(store.change_marker().unwrap(), m0, "stable while nothing changes");
+        suite::commit_keeps_change_audit_and_event_together(&store);
+        let m1 = store.change_marker().unwrap();
+        assert_ne!(m1, m0, "a commit through the pool");
+        {
+            let mut tx = store.write().unwrap();
+            tx.append_audit(&crate::kernel::NewAuditEntry {
+                at: crate::kernel::Timestamp::from_unix_secs(1),
+                request_id: crate::kernel::RequestId::internal("t"),
+                actor: crate::kernel::Actor::default(),
+                action: "x".into(),
+                target: "y".into(),
+                outcome: crate::kernel::Outcome::Done,
+            })
+            .unwrap();
+        }
+        assert_eq!(store.change_marker().unwrap(), m1, "a rollback changes nothing");
+        // Another process (here: another connection outside the store) writes.
+        rusqlite::Connection::open(&path).unwrap().execute("DELETE FROM audit_log", []).unwrap();
+        assert_ne!(store.change_marker().unwrap(), m1, "a commit from elsewhere");
     }
 
     #[test]

@@ -1,0 +1,117 @@
+//! API keys as last read from the store, so that a known key authenticates without a database
+//! read or a hop to the blocking pool (measured: that hop, not SQLite, cost most of an
+//! authenticated request; BENCHMARKS.md).
+//!
+//! Correctness rests on the store's change marker, which moves on every commit by any connection
+//! of any process: a lookup first reads the marker, and any change empties the cache, so a
+//! revocation, a role change or a disabled user committed anywhere takes effect on the next
+//! request. An entry filled from a read is tagged with the marker read *before* that read: if
+//! something committed in between, the next lookup sees a newer marker and drops it.
+
+use super::model::{ApiKey, Role, User};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// What authenticating a key needs, as stored.
+#[derive(Debug, Clone)]
+pub struct CachedKey {
+    pub key: ApiKey,
+    pub secret_hash: String,
+    /// `None` when the key's user no longer exists.
+    pub user: Option<User>,
+    pub roles: Vec<Role>,
+}
+
+/// Bounded so that a flood of distinct valid prefixes cannot grow memory without limit.
+const MAX_ENTRIES: usize = 10_000;
+
+#[derive(Default)]
+pub struct KeyCache {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    marker: Option<u64>,
+    keys: HashMap<String, Arc<CachedKey>>,
+}
+
+impl KeyCache {
+    /// The entry of `prefix`, if the store has not changed since it was read.
+    pub fn get(&self, marker: u64, prefix: &str) -> Option<Arc<CachedKey>> {
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        if inner.marker != Some(marker) {
+            inner.keys.clear();
+            inner.marker = Some(marker);
+            return None;
+        }
+        inner.keys.get(prefix).cloned()
+    }
+
+    /// Keeps `entry`, read after the store showed `marker_before`, unless the store has changed
+    /// since (then the entry may be stale and is dropped).
+    pub fn put(&self, marker_before: u64, prefix: &str, entry: CachedKey) {
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        if inner.marker != Some(marker_before) {
+            if inner.marker.is_some_and(|m| m > marker_before) {
+                return;
+            }
+            inner.keys.clear();
+            inner.marker = Some(marker_before);
+        }
+        if inner.keys.len() >= MAX_ENTRIES {
+            inner.keys.clear();
+        }
+        inner.keys.insert(prefix.to_owned(), Arc::new(entry));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::access::model::{KeyId, KeyScope, PermSet, UserId};
+    use crate::kernel::Timestamp;
+
+    fn entry() -> CachedKey {
+        CachedKey {
+            key: ApiKey {
+                id: KeyId::from_stored(1),
+                user_id: UserId::from_stored(1),
+                name: "k".into(),
+                prefix: "p".into(),
+                scope: KeyScope::User,
+                perms: PermSet::READ,
+                rate_limit_per_min: 10,
+                expires_at: None,
+                created_at: Timestamp::from_unix_secs(0),
+                revoked_at: None,
+            },
+            secret_hash: "h".into(),
+            user: None,
+            roles: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn any_change_of_the_store_empties_it() {
+        let cache = KeyCache::default();
+        assert!(cache.get(5, "p").is_none());
+        cache.put(5, "p", entry());
+        assert!(cache.get(5, "p").is_some());
+        assert!(cache.get(6, "p").is_none(), "something was committed");
+        assert!(cache.get(6, "p").is_none());
+    }
+
+    #[test]
+    fn an_entry_read_before_a_change_is_not_kept() {
+        let cache = KeyCache::default();
+        assert!(cache.get(7, "q").is_none()); // a lookup already saw marker 7...
+        cache.put(6, "p", entry()); // ...so an entry read at 6 may predate that commit
+        assert!(cache.get(7, "p").is_none());
+        // An entry read at a marker no lookup has seen yet is kept, and dropped by the first
+        // lookup that sees a newer marker.
+        cache.put(8, "p", entry());
+        assert!(cache.get(8, "p").is_some());
+        assert!(cache.get(9, "p").is_none());
+    }
+}
