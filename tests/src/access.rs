@@ -8,7 +8,7 @@ use courrier_core::access::principal::RequestCtx;
 use courrier_core::access::{Perm, Principal, keys, roles, users};
 use courrier_core::kernel::{DomainName, EmailAddress, ListName};
 use courrier_http::routes::{self, Access, Api};
-use courrier_tests::harness::{Resp, SmtpSink, TestApp};
+use courrier_tests::harness::{Resp, SmtpSink, TestApp, run_cli_with_stdin};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -501,24 +501,10 @@ fn secrets_never_come_back_nor_reach_the_log() {
     let app = courrier_tests::harness::ProcessApp::spawn(&[("COURRIER_LOG", "debug"), ("COURRIER_LOG_FORMAT", "json")]);
     let data = app.dir.path().to_str().unwrap().to_owned();
     let cli = |args: &[&str], stdin: Option<&str>| {
-        use std::io::Write;
-        let mut child = std::process::Command::new(courrier_tests::harness::courrier_bin())
-            .arg("--data-dir")
-            .arg(&data)
-            .args(args)
-            .env("COURRIER_LOG", "debug")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        if let Some(s) = stdin {
-            child.stdin.take().unwrap().write_all(s.as_bytes()).unwrap();
-        }
-        drop(child.stdin.take());
-        let out = child.wait_with_output().unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        (String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
+        let all: Vec<&str> = ["--data-dir", data.as_str()].into_iter().chain(args.iter().copied()).collect();
+        let (status, out, err) = run_cli_with_stdin(&all, &[("COURRIER_LOG", "debug")], stdin);
+        assert!(status.success(), "{err}");
+        (out, err)
     };
     let (_, log1) =
         cli(&["user", "create", "--email", "admin@example.org", "--password-stdin", "--site-admin"], Some(PASSWORD));
@@ -625,21 +611,10 @@ fn changes_made_by_another_process_reach_cached_keys_at_once() {
     let app = courrier_tests::harness::ProcessApp::spawn(&[("COURRIER_LOG", "warn")]);
     let data = app.dir.path().to_str().unwrap().to_owned();
     let cli = |args: &[&str], stdin: &str| {
-        use std::io::Write;
-        let mut child = std::process::Command::new(courrier_tests::harness::courrier_bin())
-            .arg("--data-dir")
-            .arg(&data)
-            .args(args)
-            .env("COURRIER_LOG", "warn")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
-        let out = child.wait_with_output().unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+        let all: Vec<&str> = ["--data-dir", data.as_str()].into_iter().chain(args.iter().copied()).collect();
+        let (status, out, err) = run_cli_with_stdin(&all, &[], Some(stdin));
+        assert!(status.success(), "{err}");
+        out.trim().to_owned()
     };
     cli(&["user", "create", "--email", "a@example.org", "--password-stdin"], PASSWORD);
     cli(&["user", "create", "--email", "b@example.org", "--password-stdin"], PASSWORD);

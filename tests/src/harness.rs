@@ -165,6 +165,11 @@ pub fn free_port() -> u16 {
 
 /// Runs `courrier ARGS` to completion with a fresh data directory unless `--data-dir` is given.
 pub fn run_cli(args: &[&str], env: &[(&str, &str)]) -> (ExitStatus, String, String) {
+    run_cli_with_stdin(args, env, None)
+}
+
+/// As [`run_cli`], feeding `stdin` (a password for `--password-stdin`).
+pub fn run_cli_with_stdin(args: &[&str], env: &[(&str, &str)], stdin: Option<&str>) -> (ExitStatus, String, String) {
     let dir = tempfile::tempdir().unwrap();
     let mut cmd = Command::new(courrier_bin());
     if !args.contains(&"--data-dir") {
@@ -174,7 +179,15 @@ pub fn run_cli(args: &[&str], env: &[(&str, &str)]) -> (ExitStatus, String, Stri
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let out = cmd.stdin(Stdio::null()).output().expect("courrier runs");
+    let out = match stdin {
+        None => cmd.stdin(Stdio::null()).output().expect("courrier runs"),
+        Some(text) => {
+            let mut child =
+                cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("courrier runs");
+            child.stdin.take().expect("piped").write_all(text.as_bytes()).expect("stdin written");
+            child.wait_with_output().expect("courrier ends")
+        }
+    };
     (out.status, String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
