@@ -48,7 +48,7 @@ pub fn session_cookie(headers: &HeaderMap) -> Option<String> {
 pub fn authenticate(
     state: &AppState,
     req: &Request,
-) -> impl std::future::Future<Output = Result<Principal, ApiError>> + Send + 'static {
+) -> impl std::future::Future<Output = Result<std::sync::Arc<Principal>, ApiError>> + Send + 'static {
     let credential = credential_of(req.headers());
     let mutating = !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
     let app = state.app.clone();

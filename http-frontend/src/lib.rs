@@ -126,7 +126,7 @@ async fn check_route(route: &'static Route, req: &mut Request, state: &AppState)
     if route.access != routes::Access::Public {
         let principal = auth::authenticate(state, req).await?;
         // Shared: the handler's extractor takes a reference count, not a deep copy.
-        req.extensions_mut().insert(Arc::new(principal));
+        req.extensions_mut().insert(principal);
     }
     Ok(())
 }

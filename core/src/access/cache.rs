@@ -8,18 +8,29 @@
 //! request. An entry filled from a read is tagged with the marker read *before* that read: if
 //! something committed in between, the next lookup sees a newer marker and drops it.
 
-use super::model::{ApiKey, Role, User};
+use super::model::{ApiKey, Role, User, UserStatus};
+use super::principal::{Principal, Via};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-/// What authenticating a key needs, as stored.
+/// What authenticating a key needs, as stored, and the principal it yields, built once.
 #[derive(Debug, Clone)]
 pub struct CachedKey {
     pub key: ApiKey,
     pub secret_hash: String,
-    /// `None` when the key's user no longer exists.
-    pub user: Option<User>,
-    pub roles: Vec<Role>,
+    /// The key's principal when its user exists and is active; shared by every request of the key,
+    /// so a cache hit allocates nothing.
+    pub principal: Option<Arc<Principal>>,
+}
+
+impl CachedKey {
+    /// `user` is `None` when the key's user no longer exists.
+    pub fn new(key: ApiKey, secret_hash: String, user: Option<User>, roles: Vec<Role>) -> Self {
+        let principal = user
+            .filter(|u| u.status == UserStatus::Active)
+            .map(|u| Arc::new(Principal { user: Some(u), via: Via::Key(key.clone()), roles }));
+        Self { key, secret_hash, principal }
+    }
 }
 
 /// Bounded so that a flood of distinct valid prefixes cannot grow memory without limit.
@@ -87,8 +98,7 @@ mod tests {
                 revoked_at: None,
             },
             secret_hash: "h".into(),
-            user: None,
-            roles: Vec::new(),
+            principal: None,
         }
     }
 

@@ -7,6 +7,7 @@ use super::model::{ApiKey, Perm, PermSet, Role, SessionId, Target, User, UserSta
 use crate::Courrier;
 use crate::kernel::{Actor, NewAuditEntry, Outcome, RequestId, Timestamp, secrets};
 use crate::storage::{Tx, in_read, in_write};
+use std::sync::Arc;
 
 /// A session slides with one hour of inactivity and ends twelve hours after login at the latest.
 pub const SESSION_IDLE_SECS: i64 = 3600;
@@ -189,7 +190,7 @@ pub fn csrf_token_for(session_token: &str) -> String {
 
 /// Checks a credential. `mutating` requests (POST, PATCH, PUT, DELETE) of a session must carry its
 /// CSRF token.
-pub fn authenticate(app: &Courrier, credential: &Credential, mutating: bool) -> Result<Principal, AccessError> {
+pub fn authenticate(app: &Courrier, credential: &Credential, mutating: bool) -> Result<Arc<Principal>, AccessError> {
     let now = app.clock.now();
     match credential {
         Credential::None => Err(refuse("no credential")),
@@ -201,7 +202,7 @@ pub fn authenticate(app: &Courrier, credential: &Credential, mutating: bool) -> 
                 let Some((key, secret_hash)) = tx.key_by_prefix(prefix)? else { return Ok(None) };
                 let user = tx.user_by_id(key.user_id)?.map(|u| u.user);
                 let roles = tx.roles_of(key.user_id)?.into_iter().map(|g| g.role).collect();
-                Ok::<_, AccessError>(Some(CachedKey { key, secret_hash, user, roles }))
+                Ok::<_, AccessError>(Some(CachedKey::new(key, secret_hash, user, roles)))
             })?;
             let entry = found.ok_or_else(|| refuse("unknown API key"))?;
             let principal = check_key(app, &entry, secret, now);
@@ -237,11 +238,11 @@ pub fn authenticate(app: &Courrier, credential: &Credential, mutating: bool) -> 
             if session.last_seen_at.plus_secs(SESSION_TOUCH_EVERY_SECS) <= now {
                 in_write(&*app.store, |tx| tx.touch_session(session.id, now))?;
             }
-            Ok(Principal {
+            Ok(Arc::new(Principal {
                 user: Some(user.user),
                 via: Via::Session(session.id),
                 roles: roles.into_iter().map(|g| g.role).collect(),
-            })
+            }))
         }
     }
 }
@@ -249,14 +250,14 @@ pub fn authenticate(app: &Courrier, credential: &Credential, mutating: bool) -> 
 /// Authenticates a key the cache knows, without reading the store: for the frontend to call on
 /// its own thread. `None` when the cache cannot answer (unknown key, store changed, marker
 /// unreadable): then `authenticate` does, through the blocking pool.
-pub fn authenticate_cached_key(app: &Courrier, secret: &str) -> Option<Result<Principal, AccessError>> {
+pub fn authenticate_cached_key(app: &Courrier, secret: &str) -> Option<Result<Arc<Principal>, AccessError>> {
     let Some((prefix, _)) = parse_key(secret) else { return Some(Err(refuse("malformed API key"))) };
     let marker = app.store.change_marker().ok()?;
     let entry = app.key_cache.get(marker, prefix)?;
     Some(check_key(app, &entry, secret, app.clock.now()))
 }
 
-fn check_key(app: &Courrier, entry: &CachedKey, secret: &str, now: Timestamp) -> Result<Principal, AccessError> {
+fn check_key(app: &Courrier, entry: &CachedKey, secret: &str, now: Timestamp) -> Result<Arc<Principal>, AccessError> {
     if !secrets::constant_time_eq(secrets::sha256_hex(secret.as_bytes()).as_bytes(), entry.secret_hash.as_bytes()) {
         return Err(refuse("wrong API key secret"));
     }
@@ -266,9 +267,9 @@ fn check_key(app: &Courrier, entry: &CachedKey, secret: &str, now: Timestamp) ->
     if entry.key.expires_at.is_some_and(|at| at <= now) {
         return Err(refuse("expired API key"));
     }
-    let user = entry.user.as_ref().filter(|u| u.status == UserStatus::Active).ok_or_else(|| refuse("inactive user"))?;
+    let principal = entry.principal.as_ref().ok_or_else(|| refuse("inactive user"))?;
     app.limiter.take_key_request(entry.key.id.get(), entry.key.rate_limit_per_min, now)?;
-    Ok(Principal { user: Some(user.clone()), via: Via::Key(entry.key.clone()), roles: entry.roles.clone() })
+    Ok(Arc::clone(principal))
 }
 
 /// Splits `svc_<prefix>_<secret>`: a 16-hex-digit prefix and a 64-hex-digit secret (256 bits).
