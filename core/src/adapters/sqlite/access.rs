@@ -8,10 +8,12 @@ use crate::storage::{AccessRepo, OneTimeToken, StoreError, UserVisibility};
 use rusqlite::types::Value;
 use rusqlite::{OptionalExtension, Row, params};
 
-/// The identity of an address: domain lowercased by `EmailAddress`, local part as given. Kept in
-/// its own column so the uniqueness rule is the database's.
+/// The identity of an account's address: the whole address lowercased, so `Anna@example.org` and
+/// `anna@example.org` are one account (people do not expect otherwise, whatever RFC 5321 allows a
+/// host). Kept in its own column so the uniqueness rule is the database's; `email` keeps the case
+/// it was given, for display.
 fn email_key(e: &EmailAddress) -> String {
-    e.to_string()
+    e.to_string().to_lowercase()
 }
 
 fn ts(v: Option<i64>) -> Option<Timestamp> {
