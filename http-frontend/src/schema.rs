@@ -51,7 +51,7 @@ pub fn collection_meta() -> Value {
                 "properties": {
                     "total": { "type": "integer", "minimum": 0 },
                     "limit": { "type": "integer", "minimum": 1, "maximum": 500 },
-                    "offset": { "type": "integer", "minimum": 0 }
+                    "offset": { "type": "integer", "minimum": 0, "maximum": i64::MAX }
                 }
             }
         ]
@@ -77,7 +77,8 @@ pub fn error_envelope() -> Value {
 }
 
 pub const LIMIT: Schema = Schema(|| json!({ "type": "integer", "minimum": 1, "maximum": 500, "default": 50 }));
-pub const OFFSET: Schema = Schema(|| json!({ "type": "integer", "minimum": 0, "default": 0 }));
+/// `Page` refuses offsets beyond what SQL takes (a signed 64-bit integer): the schema says so.
+pub const OFFSET: Schema = Schema(|| json!({ "type": "integer", "minimum": 0, "maximum": i64::MAX, "default": 0 }));
 pub const STRING: Schema = Schema(|| json!({ "type": "string" }));
 pub const POSITIVE_ID: Schema = Schema(|| json!({ "type": "integer", "minimum": 1 }));
 pub const DATE_TIME: Schema = Schema(|| json!({ "type": "string", "format": "date-time" }));

@@ -474,6 +474,11 @@ fn scoping_users_and_the_audit_log() {
             },
         );
     }
+    // The largest offset SQL takes is a valid, empty page; one more is refused.
+    let far = call(&app, "GET", "/api/v1/users?offset=9223372036854775807", &[bearer(&key)], None).json();
+    assert_eq!((far["data"].as_array().map(Vec::len), far["meta"]["total"].as_u64()), (Some(0), Some(3)));
+    call(&app, "GET", "/api/v1/users?offset=9223372036854775808", &[bearer(&key)], None)
+        .expect_error(422, "invalid_pagination");
     // The refusals above are audited; an unauthenticated flood is not.
     for _ in 0..5 {
         call(&app, "GET", "/api/v1/users", &[bearer("svc_bogus")], None);
