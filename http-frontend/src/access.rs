@@ -167,8 +167,7 @@ async fn session(Auth(p): Auth, headers: HeaderMap) -> Reply {
         .filter_map(|r| Some(json!({ "domain": r.domain()?.as_str(), "list": r.list()?.as_str() })))
         .collect();
     let perms = p.credential_perms();
-    let admin = p.is_site_admin();
-    let domain_admin = p.roles.iter().any(|r| r.kind() == RoleKind::DomainAdmin);
+    let caps = p.capabilities();
     let (via, csrf) = match &p.via {
         principal::Via::Key(_) => ("api_key", None),
         principal::Via::Session(_) => {
@@ -185,9 +184,9 @@ async fn session(Auth(p): Auth, headers: HeaderMap) -> Reply {
         "lists": lists,
         "perms": perms.iter().map(|p| p.as_str()).collect::<Vec<_>>(),
         "capabilities": {
-            "manage_installation": admin && perms.contains(Perm::Manage),
-            "manage_users": (admin || domain_admin) && perms.contains(Perm::Manage),
-            "create_domains": admin && perms.contains(Perm::Manage),
+            "manage_installation": caps.manage_installation,
+            "manage_users": caps.manage_users,
+            "create_domains": caps.create_domains,
         },
     }))
 }

@@ -32,6 +32,14 @@ pub enum Via {
     Operator,
 }
 
+/// Capability flags of `GET /auth/session`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capabilities {
+    pub manage_installation: bool,
+    pub manage_users: bool,
+    pub create_domains: bool,
+}
+
 /// The context of one request, for audit entries.
 #[derive(Debug, Clone)]
 pub struct RequestCtx {
@@ -72,6 +80,23 @@ impl Principal {
 
     pub fn is_site_admin(&self) -> bool {
         self.roles.contains(&Role::SiteAdmin)
+    }
+
+    /// Whether the roles let this principal create and administer accounts: a site admin, or a
+    /// domain admin (for the owners of its lists).
+    pub fn administers_accounts(&self) -> bool {
+        self.is_site_admin() || self.roles.iter().any(|r| matches!(r, Role::DomainAdmin(_)))
+    }
+
+    /// What the caller may do, for an interface to show or hide its controls. Advisory: every
+    /// operation checks again.
+    pub fn capabilities(&self) -> Capabilities {
+        let manage = self.credential_perms().contains(Perm::Manage);
+        Capabilities {
+            manage_installation: self.is_site_admin() && manage,
+            manage_users: self.administers_accounts() && manage,
+            create_domains: self.is_site_admin() && manage,
+        }
     }
 
     /// The permissions a key grants; everything for a session or the operator (their roles are
@@ -283,6 +308,37 @@ pub fn parse_key(s: &str) -> Option<(&str, &str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn capabilities_follow_roles_and_the_keys_permissions() {
+        use crate::access::model::{ApiKey, KeyId, KeyScope, PermSet, UserId};
+        use crate::kernel::DomainName;
+        let key = |perms: PermSet| {
+            Via::Key(ApiKey {
+                id: KeyId::from_stored(1),
+                user_id: UserId::from_stored(1),
+                name: "k".into(),
+                prefix: "p".into(),
+                scope: KeyScope::User,
+                perms,
+                rate_limit_per_min: 1,
+                expires_at: None,
+                created_at: Timestamp::from_unix_secs(0),
+                revoked_at: None,
+            })
+        };
+        let p = |roles: Vec<Role>, via: Via| Principal { user: None, via, roles };
+        let domain_admin = vec![Role::DomainAdmin(DomainName::parse("example.org").unwrap())];
+        let caps = p(domain_admin.clone(), Via::Operator).capabilities();
+        assert!(caps.manage_users && !caps.manage_installation && !caps.create_domains);
+        assert!(!p(domain_admin, key(PermSet::READ)).capabilities().manage_users, "a read key manages nothing");
+        let caps = p(vec![Role::SiteAdmin], key(PermSet::ALL)).capabilities();
+        assert!(caps.manage_installation && caps.manage_users && caps.create_domains);
+        assert_eq!(
+            p(Vec::new(), Via::Operator).capabilities(),
+            Capabilities { manage_installation: false, manage_users: false, create_domains: false }
+        );
+    }
 
     #[test]
     fn key_format_is_strict() {

@@ -105,7 +105,7 @@ pub fn create(
 ) -> Result<(User, Invitation), AccessError> {
     let target = format!("user:{}", new.email);
     let allowed = p.authorize_self(Perm::Manage).and_then(|()| {
-        if p.is_site_admin() || !admin_domains(p).is_empty() {
+        if p.administers_accounts() {
             Ok(())
         } else {
             Err(AccessError::Forbidden("only a site or domain administrator creates accounts".into()))
