@@ -813,20 +813,11 @@ fn parse_duration(s: &str) -> Option<f64> {
     Some(n * scale)
 }
 
-/// `YYYY-MM-DD HH:MM` in UTC (civil-from-days, H. Hinnant).
+/// `YYYY-MM-DD HH:MM` in UTC, through core's `Timestamp` (one date algorithm in the workspace).
 fn utc(t: SystemTime) -> String {
     let secs = t.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02} {:02}:{:02}", rem / 3600, rem % 3600 / 60)
+    let iso = courrier_core::kernel::Timestamp::from_unix_secs(i64::try_from(secs).unwrap_or(0)).to_rfc3339();
+    iso[..16].replacen('T', " ", 1)
 }
 
 #[cfg(test)]
