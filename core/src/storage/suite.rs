@@ -251,6 +251,16 @@ pub fn members_are_unique_per_list_whatever_the_case_and_filtered_in_the_query(s
     assert_eq!(after.len(), 1);
     let counts = in_read(store, |tx| tx.member_counts(None)).unwrap();
     assert_eq!(counts.active, 3);
+    // Counts follow changes of state and mode (an adapter may keep them apart from the rows).
+    let mut moved = found.clone();
+    moved.status = MemberStatus::Unsubscribed;
+    moved.delivery_mode = DeliveryMode::Nomail;
+    in_write(store, |tx| tx.update_member(&moved, None, now)).unwrap();
+    let active = MemberFilter { status: Some(MemberStatus::Active), ..Default::default() };
+    assert_eq!(total(active), 1);
+    assert_eq!(total(MemberFilter { delivery_mode: Some(DeliveryMode::Nomail), ..Default::default() }), 1);
+    assert_eq!(in_read(store, |tx| tx.count_status(news.id, MemberStatus::Unsubscribed)).unwrap(), 1);
+    assert_eq!(in_read(store, |tx| tx.member_counts(Some(&[news.id]))).unwrap().active, 1);
 }
 
 pub fn idempotency_records_reserve_once_finish_and_expire(store: &dyn Store) {
