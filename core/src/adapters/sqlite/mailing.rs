@@ -103,7 +103,13 @@ fn marks(args: &mut Vec<Value>, values: impl IntoIterator<Item = String>) -> Str
 /// The member filter as SQL over `members`, with its arguments (the list's id first).
 fn member_where(list: ListId, f: &MemberFilter) -> (String, Vec<Value>) {
     let mut args = vec![Value::Integer(list.get())];
-    let mut sql = String::from("list_id = ?1");
+    // With a substring search, the trigram index names the few candidate rows; `+` keeps the
+    // planner from walking the whole list's index instead and checking each row against them.
+    let mut sql = String::from(if f.email_contains.as_ref().is_some_and(|n| n.chars().count() >= 3) {
+        "+list_id = ?1"
+    } else {
+        "list_id = ?1"
+    });
     if let Some(s) = f.status {
         args.push(Value::Text(s.as_str().into()));
         sql.push_str(&format!(" AND status = ?{}", args.len()));
