@@ -6,6 +6,7 @@ use crate::error::CliError;
 use courrier_core::access::limits::Limiter;
 use courrier_core::adapters::{smtp::SmtpTransport, sqlite::SqliteStore, system_clock::SystemClock};
 use courrier_core::kernel::{BuildInfo, Clock};
+use courrier_core::mailing::delivery::DeliveryConfig;
 use courrier_core::{Courrier, Settings};
 use courrier_http::server::ServerLimits;
 use std::future::Future;
@@ -47,6 +48,8 @@ pub struct Bound {
     listener: std::net::TcpListener,
     router: courrier_http::Router,
     app: Arc<Courrier>,
+    delivery: DeliveryConfig,
+    delivery_workers: usize,
 }
 
 impl Bound {
@@ -68,7 +71,7 @@ pub fn bind(config: &Config, build: BuildInfo) -> Result<Bound, CliError> {
     let listener = std::net::TcpListener::bind(config.listen).map_err(bind_err)?;
     listener.set_nonblocking(true).map_err(bind_err)?;
     let router = courrier_http::router(courrier_http::AppState::new(Arc::clone(&app)));
-    Ok(Bound { listener, router, app })
+    Ok(Bound { listener, router, app, delivery: delivery_config(config), delivery_workers: config.delivery_workers })
 }
 
 /// Serves on a multi-threaded tokio runtime of its own until `shutdown` resolves; returns after
@@ -83,8 +86,11 @@ pub fn run(bound: Bound, shutdown: impl Future<Output = ()> + Send + 'static) ->
         let listener = tokio::net::TcpListener::from_std(bound.listener).map_err(CliError::Serve)?;
         tracing::info!(addr = %listener.local_addr().map_err(CliError::Serve)?, "listening");
         let housekeeping = tokio::spawn(housekeeping(Arc::clone(&bound.app)));
+        let workers = crate::workers::start(Arc::clone(&bound.app), bound.delivery, bound.delivery_workers);
         let served = courrier_http::server::serve(listener, bound.router, ServerLimits::default(), shutdown).await;
         housekeeping.abort();
+        // Copies in flight finish their SMTP exchange; the rest stay queued for the next start.
+        tokio::task::spawn_blocking(move || workers.stop()).await.ok();
         served.map_err(CliError::Serve)
     })
 }
@@ -161,4 +167,9 @@ pub fn spawn(bound: Bound) -> Running {
         })
         .expect("cannot start the server thread");
     Running { addr, stop: Some(stop), thread: Some(thread) }
+}
+
+/// The delivery settings of the configuration.
+pub fn delivery_config(config: &Config) -> DeliveryConfig {
+    DeliveryConfig { retry_base_secs: config.retry_base_secs, ..DeliveryConfig::default() }
 }
