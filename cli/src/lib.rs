@@ -51,6 +51,9 @@ pub enum Command {
     /// Mailing lists.
     #[command(subcommand)]
     List(members::ListCommand),
+    /// Digests of posts for digest members.
+    #[command(subcommand)]
+    Digests(members::DigestsCommand),
     /// Members of a list: CSV import and export.
     #[command(subcommand)]
     Members(members::MembersCommand),
@@ -129,6 +132,7 @@ fn execute(cli: Cli) -> Result<(), CliError> {
         Command::Domain(cmd) => members::domain(&config, cmd, cli.json),
         Command::List(cmd) => members::list(&config, cmd, cli.json),
         Command::Members(cmd) => members::members(&config, cmd, cli.json),
+        Command::Digests(cmd) => members::digests(&config, cmd, cli.json),
     }
 }
 

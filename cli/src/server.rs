@@ -95,21 +95,44 @@ pub fn run(bound: Bound, shutdown: impl Future<Output = ()> + Send + 'static) ->
     })
 }
 
-/// Periodic chores of a running server: expired Idempotency-Key records are deleted hourly
-/// (they answer nothing once expired; deleting keeps the registry the size of one day).
+/// Periodic chores of a running server: due digests are built every minute; expired
+/// Idempotency-Key records are deleted hourly (they answer nothing once expired; deleting keeps the
+/// registry the size of one day).
 async fn housekeeping(app: Arc<courrier_core::Courrier>) {
-    let mut every = tokio::time::interval(std::time::Duration::from_secs(3600));
+    let mut every = tokio::time::interval(std::time::Duration::from_secs(60));
+    let mut minutes: u64 = 0;
     loop {
         every.tick().await;
+        let purge = minutes.is_multiple_of(60);
+        minutes += 1;
         let app = Arc::clone(&app);
-        let purged =
-            tokio::task::spawn_blocking(move || courrier_core::mailing::idempotency::purge(&app, app.clock.now()))
-                .await;
-        match purged {
-            Ok(Ok(n)) if n > 0 => tracing::info!(records = n, "expired idempotency records deleted"),
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => tracing::warn!(error = %e, "idempotency purge failed"),
-            Err(e) => tracing::warn!(error = %e, "idempotency purge task failed"),
+        let done = tokio::task::spawn_blocking(move || {
+            let digests = courrier_core::mailing::digests::run(&app, None, false);
+            let purged = if purge {
+                courrier_core::mailing::idempotency::purge(&app, app.clock.now()).map(Some)
+            } else {
+                Ok(None)
+            };
+            (digests, purged)
+        })
+        .await;
+        match done {
+            Ok((digests, purged)) => {
+                match digests {
+                    Ok(built) => {
+                        for b in built {
+                            tracing::info!(list = %b.list_address, posts = b.posts, recipients = b.recipients, "digest queued");
+                        }
+                    }
+                    Err(e) => tracing::warn!(error = %e, "digest run failed"),
+                }
+                match purged {
+                    Ok(Some(n)) if n > 0 => tracing::info!(records = n, "expired idempotency records deleted"),
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(error = %e, "idempotency purge failed"),
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "housekeeping task failed"),
         }
     }
 }

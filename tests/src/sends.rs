@@ -268,3 +268,34 @@ fn sends_refuse_what_they_cannot_send() {
     assert_eq!(first.json()["data"], again.json()["data"]);
     assert_eq!(events(&app.core, EventName::SendSubmitted).len(), 1);
 }
+
+#[test]
+fn digest_members_get_one_digest_of_the_posts_and_regular_members_the_posts() {
+    let sink = SmtpSink::start();
+    let (app, key) = setup(&sink, &[]);
+    add(&app, &key, "regular@example.net", "regular");
+    add(&app, &key, "d1@example.net", "digest");
+    add(&app, &key, "d2@example.net", "digest");
+    let (first, _) = submit(&app, &key, "Spring meeting");
+    let (second, _) = submit(&app, &key, "Summer picnic");
+    wait_send(&app, &key, second, |s| s["state"] == "completed");
+    wait_send(&app, &key, first, |s| s["state"] == "completed");
+    assert_eq!(sink.wait_for(2, Duration::from_secs(5)).len(), 2, "the regular member's two posts");
+    let built = courrier_core::mailing::digests::run(&app.core, None, true).unwrap();
+    assert_eq!(built.len(), 1);
+    assert_eq!((built[0].posts, built[0].recipients), (2, 2));
+    let digest_id = built[0].send_id.get();
+    wait_send(&app, &key, digest_id, |s| s["state"] == "completed");
+    let all = sink.wait_for(4, Duration::from_secs(5));
+    let digests: Vec<&String> = all.iter().filter(|m| header(m, "To").is_some_and(|t| t.starts_with('d'))).collect();
+    assert_eq!(digests.len(), 2, "one digest per digest member");
+    let d = digests[0];
+    assert!(d.contains("Today's Topics:") && d.contains("Spring meeting") && d.contains("Summer picnic"), "{d}");
+    assert!(header(d, "List-Unsubscribe").is_some());
+    assert!(courrier_core::mailing::digests::run(&app.core, None, true).unwrap().is_empty(), "nothing new: no digest");
+    let (third, _) = submit(&app, &key, "Autumn fair");
+    wait_send(&app, &key, third, |s| s["state"] == "completed");
+    assert!(courrier_core::mailing::digests::run(&app.core, None, false).unwrap().is_empty(), "not due before a day");
+    let next = courrier_core::mailing::digests::run(&app.core, None, true).unwrap();
+    assert_eq!(next[0].posts, 1, "only what the last digest did not cover");
+}

@@ -259,6 +259,11 @@ impl CopyState {
     }
 }
 
+wire_enum!(
+    /// A post to the regular members, or a digest of posts to the digest members.
+    SendKind { Post = "post", Digest = "digest" }
+);
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SendRecord {
     pub id: SendId,

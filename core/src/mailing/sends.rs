@@ -4,7 +4,7 @@
 
 use super::delivery;
 use super::lists;
-use super::model::{CopyCounts, SendId, SendRecord};
+use super::model::{CopyCounts, DeliveryMode, SendId, SendKind, SendRecord};
 use super::{MailingError, check_text};
 use crate::Courrier;
 use crate::access::principal::{RequestCtx, audit_done};
@@ -70,9 +70,10 @@ pub fn submit(
             html: html.as_deref(),
             message_id: &message_id,
             created_by: p.user.as_ref().map(|u| u.id.get()),
+            kind: SendKind::Post,
         };
         let send_id = tx.insert_send(&new, now)?;
-        let recipients = tx.fan_out(send_id, list.id, now)?;
+        let recipients = tx.fan_out(send_id, list.id, DeliveryMode::Regular, now)?;
         let data = json!({ "send_id": send_id.get(), "recipients": recipients, "subject": message.subject });
         lists::emit(tx, EventName::SendSubmitted, &list, data, now)?;
         audit_done(tx, p, ctx, now, "send.submit", &format!("send:{}:{send_id}", list.address()))?;

@@ -230,13 +230,26 @@ pub struct NewSend<'a> {
     pub html: Option<&'a str>,
     pub message_id: &'a str,
     pub created_by: Option<i64>,
+    pub kind: crate::mailing::model::SendKind,
 }
 
 /// Sends and the durable queue of their copies.
 pub trait SendRepo {
     fn insert_send(&mut self, s: &NewSend<'_>, now: Timestamp) -> Result<SendId, StoreError>;
-    /// One queued copy per active member of the list in `regular` delivery; how many.
-    fn fan_out(&mut self, send: SendId, list: ListId, now: Timestamp) -> Result<u64, StoreError>;
+    /// One queued copy per active member of the list in `mode` delivery; how many.
+    fn fan_out(&mut self, send: SendId, list: ListId, mode: DeliveryMode, now: Timestamp) -> Result<u64, StoreError>;
+    /// The list's posts (not digests) created after `after` and at most at `until`, oldest first.
+    fn posts_between(
+        &mut self,
+        list: ListId,
+        after: Option<Timestamp>,
+        until: Timestamp,
+    ) -> Result<Vec<SendRecord>, StoreError>;
+    /// Where the list's digest stands: what it covered, and when it last ran.
+    fn digest_state(&mut self, list: ListId) -> Result<Option<(Timestamp, Timestamp)>, StoreError>;
+    fn set_digest_state(&mut self, list: ListId, covered_until: Timestamp, now: Timestamp) -> Result<(), StoreError>;
+    /// Lists with at least one active digest member.
+    fn lists_with_digest_members(&mut self) -> Result<Vec<ListId>, StoreError>;
     fn send_by_id(&mut self, list: ListId, id: SendId) -> Result<Option<SendRecord>, StoreError>;
     fn copy_counts(&mut self, send: SendId) -> Result<CopyCounts, StoreError>;
     /// Cancels the copies still waiting (queued or deferred); how many.

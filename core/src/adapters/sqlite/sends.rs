@@ -1,7 +1,9 @@
 use super::access::{corrupt, ts};
 use super::{SqliteTx, map_err};
 use crate::kernel::{EmailAddress, Timestamp};
-use crate::mailing::model::{Copy, CopyCounts, CopyId, CopyState, ListId, MemberId, SendId, SendRecord, SendState};
+use crate::mailing::model::{
+    Copy, CopyCounts, CopyId, CopyState, DeliveryMode, ListId, MemberId, SendId, SendRecord, SendState,
+};
 use crate::storage::{NewSend, SendRepo, StoreError};
 use rusqlite::types::Value;
 use rusqlite::{OptionalExtension, params};
@@ -16,12 +18,31 @@ fn counts(rows: Vec<(String, i64)>) -> Result<CopyCounts, StoreError> {
         .map(CopyCounts)
 }
 
+const SEND_COLUMNS: &str =
+    "id, list_id, subject, text_body, html_body, message_id, state, recipients, created_at, completed_at";
+
+fn send_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SendRecord> {
+    let state: String = r.get(6)?;
+    Ok(SendRecord {
+        id: SendId::from_stored(r.get(0)?),
+        list_id: ListId::from_stored(r.get(1)?),
+        subject: r.get(2)?,
+        text: r.get(3)?,
+        html: r.get(4)?,
+        message_id: r.get(5)?,
+        state: SendState::parse(&state).ok_or_else(|| corrupt("send state", &state))?,
+        recipients: u64::try_from(r.get::<_, i64>(7)?).unwrap_or(0),
+        created_at: Timestamp::from_unix_micros(r.get(8)?),
+        completed_at: ts(r.get(9)?),
+    })
+}
+
 impl SendRepo for SqliteTx {
     fn insert_send(&mut self, s: &NewSend<'_>, now: Timestamp) -> Result<SendId, StoreError> {
         self.conn()
             .prepare_cached(
-                "INSERT INTO sends (list_id, subject, text_body, html_body, message_id, state, recipients, created_by, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, 'queued', 0, ?6, ?7)",
+                "INSERT INTO sends (list_id, subject, text_body, html_body, message_id, state, recipients, created_by, created_at, kind)
+                 VALUES (?1, ?2, ?3, ?4, ?5, 'queued', 0, ?6, ?7, ?8)",
             )
             .and_then(|mut st| {
                 st.execute(params![
@@ -31,22 +52,23 @@ impl SendRepo for SqliteTx {
                     s.html,
                     s.message_id,
                     s.created_by,
-                    now.unix_micros()
+                    now.unix_micros(),
+                    s.kind.as_str()
                 ])
             })
             .map_err(map_err)?;
         Ok(SendId::from_stored(self.conn().last_insert_rowid()))
     }
 
-    fn fan_out(&mut self, send: SendId, list: ListId, now: Timestamp) -> Result<u64, StoreError> {
+    fn fan_out(&mut self, send: SendId, list: ListId, mode: DeliveryMode, now: Timestamp) -> Result<u64, StoreError> {
         let n = self
             .conn()
             .prepare_cached(
                 "INSERT INTO copies (send_id, list_id, member_id, recipient, dest_domain, state, next_attempt_at, created_at, updated_at)
                  SELECT ?1, list_id, id, email, lower(substr(email, instr(email, '@') + 1)), 'queued', ?3, ?3, ?3
-                 FROM members WHERE list_id = ?2 AND status = 'active' AND delivery_mode = 'regular' ORDER BY id",
+                 FROM members WHERE list_id = ?2 AND status = 'active' AND delivery_mode = ?4 ORDER BY id",
             )
-            .and_then(|mut st| st.execute(params![send.get(), list.get(), now.unix_micros()]))
+            .and_then(|mut st| st.execute(params![send.get(), list.get(), now.unix_micros(), mode.as_str()]))
             .map_err(map_err)?;
         self.conn()
             .prepare_cached("UPDATE sends SET recipients = ?2 WHERE id = ?1")
@@ -57,28 +79,62 @@ impl SendRepo for SqliteTx {
 
     fn send_by_id(&mut self, list: ListId, id: SendId) -> Result<Option<SendRecord>, StoreError> {
         self.conn()
-            .prepare_cached(
-                "SELECT id, list_id, subject, text_body, html_body, message_id, state, recipients, created_at, completed_at
-                 FROM sends WHERE id = ?1 AND list_id = ?2",
-            )
+            .prepare_cached(&format!("SELECT {SEND_COLUMNS} FROM sends WHERE id = ?1 AND list_id = ?2"))
+            .and_then(|mut st| st.query_row(params![id.get(), list.get()], send_row).optional())
+            .map_err(map_err)
+    }
+
+    fn posts_between(
+        &mut self,
+        list: ListId,
+        after: Option<Timestamp>,
+        until: Timestamp,
+    ) -> Result<Vec<SendRecord>, StoreError> {
+        self.conn()
+            .prepare_cached(&format!(
+                "SELECT {SEND_COLUMNS} FROM sends
+                 WHERE list_id = ?1 AND kind = 'post' AND state != 'cancelled' AND created_at > ?2 AND created_at <= ?3
+                 ORDER BY created_at, id"
+            ))
             .and_then(|mut st| {
-                st.query_row(params![id.get(), list.get()], |r| {
-                    let state: String = r.get(6)?;
-                    Ok(SendRecord {
-                        id: SendId::from_stored(r.get(0)?),
-                        list_id: ListId::from_stored(r.get(1)?),
-                        subject: r.get(2)?,
-                        text: r.get(3)?,
-                        html: r.get(4)?,
-                        message_id: r.get(5)?,
-                        state: SendState::parse(&state).ok_or_else(|| corrupt("send state", &state))?,
-                        recipients: u64::try_from(r.get::<_, i64>(7)?).unwrap_or(0),
-                        created_at: Timestamp::from_unix_micros(r.get(8)?),
-                        completed_at: ts(r.get(9)?),
-                    })
+                st.query_map(
+                    params![list.get(), after.map_or(i64::MIN, Timestamp::unix_micros), until.unix_micros()],
+                    send_row,
+                )?
+                .collect()
+            })
+            .map_err(map_err)
+    }
+
+    fn digest_state(&mut self, list: ListId) -> Result<Option<(Timestamp, Timestamp)>, StoreError> {
+        self.conn()
+            .prepare_cached("SELECT covered_until, last_run_at FROM digest_state WHERE list_id = ?1")
+            .and_then(|mut st| {
+                st.query_row([list.get()], |r| {
+                    Ok((Timestamp::from_unix_micros(r.get(0)?), Timestamp::from_unix_micros(r.get(1)?)))
                 })
                 .optional()
             })
+            .map_err(map_err)
+    }
+
+    fn set_digest_state(&mut self, list: ListId, covered_until: Timestamp, now: Timestamp) -> Result<(), StoreError> {
+        self.conn()
+            .prepare_cached(
+                "INSERT INTO digest_state (list_id, covered_until, last_run_at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (list_id) DO UPDATE SET covered_until = ?2, last_run_at = ?3",
+            )
+            .and_then(|mut st| st.execute(params![list.get(), covered_until.unix_micros(), now.unix_micros()]))
+            .map_err(map_err)?;
+        Ok(())
+    }
+
+    fn lists_with_digest_members(&mut self) -> Result<Vec<ListId>, StoreError> {
+        self.conn()
+            .prepare_cached(
+                "SELECT list_id FROM member_tallies WHERE status = 'active' AND delivery_mode = 'digest' AND n > 0 ORDER BY list_id",
+            )
+            .and_then(|mut st| st.query_map([], |r| Ok(ListId::from_stored(r.get(0)?)))?.collect())
             .map_err(map_err)
     }
 

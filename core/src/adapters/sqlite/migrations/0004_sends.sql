@@ -8,6 +8,9 @@ CREATE TABLE sends (
     text_body    TEXT,
     html_body    TEXT,
     message_id   TEXT    NOT NULL,
+    -- `post`: a message to the list's regular members; `digest`: the collected posts, to its
+    -- digest members.
+    kind         TEXT    NOT NULL DEFAULT 'post' CHECK (kind IN ('post', 'digest')),
     state        TEXT    NOT NULL CHECK (state IN ('queued', 'sending', 'completed', 'failed', 'cancelled')),
     recipients   INTEGER NOT NULL,
     created_by   INTEGER,
@@ -35,3 +38,10 @@ CREATE TABLE copies (
 CREATE INDEX copies_due ON copies (state, next_attempt_at) WHERE state IN ('queued', 'deferred');
 CREATE INDEX copies_leased ON copies (lease_until) WHERE state = 'sending';
 CREATE INDEX copies_send_state ON copies (send_id, state);
+
+-- Where each list's digest stands: posts after `covered_until` go into its next digest.
+CREATE TABLE digest_state (
+    list_id       INTEGER PRIMARY KEY REFERENCES lists (id),
+    covered_until INTEGER NOT NULL,
+    last_run_at   INTEGER NOT NULL
+);
