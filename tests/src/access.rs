@@ -32,9 +32,43 @@ pub(crate) fn make_user(core: &Courrier, address: &str, grant: &[Role]) -> User 
     let new = users::NewUser { email: email(address), profile: Profile::default(), password: Some(PASSWORD.into()) };
     let (user, _) = users::create(core, &p, &ctx, new).unwrap();
     for role in grant {
+        ensure_scope(core, role);
         roles::grant(core, &p, &ctx, user.id, role.clone()).unwrap();
     }
     user
+}
+
+/// Creates the domain and list a role names, when missing (roles name existing ones only); the
+/// lists are owned by an account of their own, so the role under test is the only one granted.
+pub(crate) fn ensure_scope(core: &Courrier, role: &Role) {
+    let (p, ctx) = (Principal::operator(), RequestCtx::cli());
+    if let Some(d) = role.domain()
+        && domains::get(core, &p, &ctx, d).is_err()
+    {
+        let req = domains::NewDomainRequest { name: d.clone(), dkim_selector: None, default_subscription_policy: None };
+        domains::create(core, &p, &ctx, req).unwrap();
+    }
+    if let (Some(d), Some(l)) = (role.domain(), role.list())
+        && lists::get(core, &p, &ctx, d, l).is_err()
+    {
+        let owner = email("scope-owner@example.com");
+        if users::by_email(core, &owner).is_err() {
+            let new =
+                users::NewUser { email: owner.clone(), profile: Profile::default(), password: Some(PASSWORD.into()) };
+            users::create(core, &p, &ctx, new).unwrap();
+        }
+        let req = lists::NewList {
+            name: l.clone(),
+            display_name: l.as_str().to_uppercase(),
+            owner,
+            kind: None,
+            subscription_policy: Some(SubscriptionPolicy::Open),
+        };
+        lists::create(core, &p, &ctx, d, req).unwrap();
+        // The list exists; its owner's role would show in listings of accounts: taken back.
+        let owner = users::by_email(core, &email("scope-owner@example.com")).unwrap().0;
+        roles::revoke(core, &p, &ctx, owner.id, Role::Owner(d.clone(), l.clone())).unwrap();
+    }
 }
 
 pub(crate) fn make_key(core: &Courrier, user: &User, scope: KeyScope, perms: &[Perm], rate: Option<u32>) -> String {
@@ -66,6 +100,21 @@ pub(crate) fn make_list(core: &Courrier, d: &str, l: &str, owner: &str, policy: 
         subscription_policy: Some(policy),
     };
     lists::create(core, &p, &ctx, &domain(d), req).unwrap();
+}
+
+#[test]
+fn a_role_names_an_existing_domain_or_list() {
+    let app = TestApp::spawn();
+    let admin = make_user(&app.core, "admin@example.org", &[Role::SiteAdmin]);
+    let key = make_key(&app.core, &admin, KeyScope::User, &Perm::ALL, None);
+    let grant =
+        |body: Value| call(&app, "POST", &format!("/api/v1/users/{}/roles", admin.id), &[bearer(&key)], Some(&body));
+    grant(json!({ "role": "domain_admin", "domain": "nowhere.org" })).expect_error(422, "validation_failed");
+    grant(json!({ "role": "owner", "domain": "nowhere.org", "list": "news" })).expect_error(422, "validation_failed");
+    make_list(&app.core, "example.org", "news", "admin@example.org", SubscriptionPolicy::Open);
+    assert_eq!(grant(json!({ "role": "moderator", "domain": "example.org", "list": "news" })).status, 201);
+    grant(json!({ "role": "moderator", "domain": "example.org", "list": "jobs" }))
+        .expect_error(422, "validation_failed");
 }
 
 pub(crate) fn bearer(key: &str) -> (&'static str, String) {

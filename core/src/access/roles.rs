@@ -56,6 +56,16 @@ pub fn grant(
         .map_err(|e| audited_refusal(app, p, ctx, "role.grant", &target, e))?;
     let now = app.clock.now();
     in_write(&*app.store, |tx| {
+        // A role names a domain or a list that exists: a typo would otherwise grant nothing,
+        // silently, and grant it again the day such a domain is created.
+        let exists = match &role {
+            Role::SiteAdmin => true,
+            Role::DomainAdmin(d) => tx.domain_by_name(d)?.is_some(),
+            Role::Owner(d, l) | Role::Moderator(d, l) => tx.list_by_name(d, l)?.is_some(),
+        };
+        if !exists {
+            return Err(AccessError::Invalid(format!("{} names no existing domain or list", describe(&role))));
+        }
         let grant = tx.grant_role(user, &role, now).map_err(|e| match e {
             StoreError::Duplicate => AccessError::Conflict("the account holds this role already".into()),
             other => other.into(),
