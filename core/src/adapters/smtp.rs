@@ -127,8 +127,8 @@ fn parse_url(url: &str) -> Result<Relay, SmtpUrlError> {
 /// ready for the next `MAIL FROM`) and held for the whole of a transaction, so concurrent callers
 /// take turns. When the relay closed an idle connection, the first command of the next message
 /// fails before anything was accepted: the client then reconnects once, transparently. Any
-/// other broken session is dropped and the next message opens a new one. A pool of several
-/// connections and per-domain limits come with the sends; they replace the one slot.
+/// other broken session is dropped and the next message opens a new one. Sessions form a small
+/// pool: each concurrent caller (a delivery worker) uses its own.
 ///
 /// Recipients are all-or-nothing: the port returns one result per message and is used with one
 /// recipient per message (one copy per member), so any refused `RCPT TO` fails the whole call,
@@ -141,8 +141,13 @@ fn parse_url(url: &str) -> Result<Relay, SmtpUrlError> {
 pub struct SmtpTransport {
     relay: Relay,
     config: SmtpConfig,
-    idle: Mutex<Option<Conn>>,
+    /// Open sessions not in use. A caller takes one out for its transaction (so several threads,
+    /// the delivery workers, each hold their own connection at once) and puts it back after.
+    idle: Mutex<Vec<Conn>>,
 }
+
+/// Idle sessions kept open at most (one per delivery worker is the expected use).
+const MAX_IDLE: usize = 16;
 
 impl std::fmt::Debug for SmtpTransport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -162,16 +167,29 @@ impl SmtpTransport {
         if !is_plain_host_name(&config.ehlo_name) {
             config.ehlo_name = "localhost".into();
         }
-        Ok(Self { relay: parse_url(url)?, config, idle: Mutex::new(None) })
+        Ok(Self { relay: parse_url(url)?, config, idle: Mutex::new(Vec::new()) })
+    }
+
+    fn take_idle(&self) -> Option<Conn> {
+        self.idle.lock().unwrap_or_else(PoisonError::into_inner).pop()
+    }
+
+    /// Keeps a session that stayed usable, unless enough are kept already.
+    fn put_back(&self, conn: Conn) {
+        if conn.broken {
+            return;
+        }
+        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        if idle.len() < MAX_IDLE {
+            idle.push(conn);
+        }
     }
 
     /// A transaction on a fresh session, which is kept when it stays usable.
-    fn on_new_session(&self, message: &OutgoingMessage, slot: &mut Option<Conn>) -> Result<(), Fault> {
+    fn on_new_session(&self, message: &OutgoingMessage) -> Result<(), Fault> {
         let mut conn = Conn::open(&self.relay, &self.config)?;
         let result = conn.transaction(message, &self.config);
-        if !conn.broken {
-            *slot = Some(conn);
-        }
+        self.put_back(conn);
         result
     }
 }
@@ -181,22 +199,20 @@ impl MailTransport for SmtpTransport {
         if message.recipients.is_empty() {
             return Err(SendError::Permanent("the message has no recipient".into()));
         }
-        // A panic elsewhere cannot leave a half-used session here: it is taken out while in use.
-        let mut slot = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
-        let result = match slot.take() {
-            None => self.on_new_session(message, &mut slot),
+        // A session is taken out of the idle set while in use (no lock is held during the
+        // exchange), so a panic elsewhere cannot leave a half-used session there.
+        let result = match self.take_idle() {
+            None => self.on_new_session(message),
             Some(mut conn) => {
                 let replies_before = conn.replies;
                 match conn.transaction(message, &self.config) {
                     Err(Fault::Lost(why)) if conn.replies == replies_before => {
                         tracing::debug!(relay = ?self, %why, "the relay closed the idle connection; reconnecting");
                         drop(conn);
-                        self.on_new_session(message, &mut slot)
+                        self.on_new_session(message)
                     }
                     result => {
-                        if !conn.broken {
-                            *slot = Some(conn);
-                        }
+                        self.put_back(conn);
                         result
                     }
                 }
@@ -209,7 +225,7 @@ impl MailTransport for SmtpTransport {
 impl Drop for SmtpTransport {
     fn drop(&mut self) {
         // A polite goodbye without waiting for the answer: the write time-out bounds it.
-        if let Some(mut conn) = self.idle.get_mut().unwrap_or_else(PoisonError::into_inner).take() {
+        for mut conn in self.idle.get_mut().unwrap_or_else(PoisonError::into_inner).drain(..) {
             let _ = conn.io.get_mut().stream.write_all(b"QUIT\r\n");
         }
     }
