@@ -3,7 +3,7 @@
 
 use super::MailingError;
 use super::lists;
-use super::members::{AddMember, apply_add};
+use super::members::{AddMember, Known, apply_add};
 use super::model::{Consent, DeliveryMode, MailingList};
 use super::state::Trigger;
 use crate::Courrier;
@@ -251,7 +251,7 @@ fn commit_batch(
                 part.skipped += 1;
                 continue;
             }
-            match apply_add(tx, list, req, Trigger::AddWithConsent, now, Some(consent_id)) {
+            match apply_add(tx, list, req, Trigger::AddWithConsent, now, Some(consent_id), Known::Absent) {
                 Ok(_) => {
                     part.added += 1;
                     part.mode_coerced += u64::from(*coerced);

@@ -365,7 +365,9 @@ impl MailingRepo for SqliteTx {
                 ])
             })
             .map_err(map_err)?;
-        Ok(MemberId::from_stored(self.conn().last_insert_rowid()))
+        let id = self.conn().last_insert_rowid();
+        self.search_index_from.get_or_insert(id);
+        Ok(MemberId::from_stored(id))
     }
 
     fn member_by_id(&mut self, list: ListId, id: MemberId) -> Result<Option<Member>, StoreError> {

@@ -93,12 +93,11 @@ BEGIN
         ON CONFLICT (list_id, status, delivery_mode) DO UPDATE SET n = n + 1;
 END;
 
--- Substring search over a million addresses: a trigram index (case-insensitive), kept in step by
--- triggers. Queries of three characters or more use it; two-character ones scan the list.
+-- Substring search over a million addresses: a trigram index (case-insensitive). New members
+-- enter it when their transaction commits, in one statement (the adapter's `SqliteTx::commit`);
+-- triggers keep it in step with deletions and changed addresses. Queries of three characters or
+-- more use it; two-character ones scan the list.
 CREATE VIRTUAL TABLE members_email_fts USING fts5 (email_key, content = 'members', content_rowid = 'id', tokenize = 'trigram');
-CREATE TRIGGER members_fts_insert AFTER INSERT ON members BEGIN
-    INSERT INTO members_email_fts (rowid, email_key) VALUES (new.id, new.email_key);
-END;
 CREATE TRIGGER members_fts_delete AFTER DELETE ON members BEGIN
     INSERT INTO members_email_fts (members_email_fts, rowid, email_key) VALUES ('delete', old.id, old.email_key);
 END;
