@@ -386,14 +386,14 @@ fn csv_row(i: u64, out: &mut String) {
         _ => write!(out, "{f}{i}"),
     }
     .expect("writing to a String");
-    if (r >> 32) % 50 == 0 {
+    if (r >> 32).is_multiple_of(50) {
         let cap = out[start..start + 1].to_ascii_uppercase();
         out.replace_range(start..start + 1, &cap);
     }
     out.push('@');
     out.push_str(domain);
     out.push(',');
-    if (r >> 40) % 20 != 0 {
+    if !(r >> 40).is_multiple_of(20) {
         out.push_str(first);
         out.push(' ');
         out.push_str(last);
@@ -1320,7 +1320,7 @@ fn courrier_add(api: &Api, list: &str, i: u64, idem: bool) -> Result<(), String>
     let headers: &[(&str, &str)] = if idem { &[("idempotency-key", &key)] } else { &[] };
     let (status, text) = api.post_json(&Courrier::members_path(list), &body, headers)?;
     check_status("POST members", status, &text, &[201])?;
-    if idem || i % 64 == 0 {
+    if idem || i.is_multiple_of(64) {
         // Spot checks (parsing every answer would add client time to every request).
         let v = json(&text)?;
         if v["data"]["status"] != "active" || !v["data"]["member_id"].is_u64() {
