@@ -1234,8 +1234,7 @@ fn list_scenario(opts: &Options, scratch: &Path) -> Result<String, String> {
     let _ = writeln!(out, "|---|---|---:|---:|---:|---:|---:|---:|");
     let l = fmt_latency;
     for ((name, _), s) in classes.iter().zip(&samples) {
-        for r in 0..s.api_rounds.len() {
-            let (a, w, h) = (s.api_rounds[r], s.raw_rounds[r], health_rounds[r]);
+        for (r, ((a, w), h)) in s.api_rounds.iter().zip(&s.raw_rounds).zip(&health_rounds).enumerate() {
             let _ = writeln!(
                 out,
                 "| {name} | {} | {} | {} | {} | {} | {} | {} |",
