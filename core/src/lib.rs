@@ -7,6 +7,7 @@
 pub mod access;
 pub mod adapters;
 pub mod kernel;
+pub mod mailing;
 pub mod storage;
 pub mod system;
 #[cfg(any(test, feature = "testing"))]

@@ -8,15 +8,14 @@ use crate::dto;
 use crate::envelope::Reply;
 use crate::error::ApiError;
 use crate::query::QueryParams;
-use crate::routes::{Access, Api, JSON_BODY_LIMIT, Param, ParamKind, Perm, QueryParam, Route, Success};
+use crate::routes::{Access, Param, ParamKind, Perm, QueryParam, Route, Success, route};
 use crate::schema;
 use axum::extract::{Path, RawQuery, State};
 use axum::response::{IntoResponse, Response};
-use axum::routing::on;
 use courrier_core::access::model::{KeyId, KeyScope, PermSet, Profile, Role, RoleKind, UserId, UserStatus};
 use courrier_core::access::{keys, principal, roles, sessions, users};
 use courrier_core::kernel::{AuditFilter, Code, DomainName, EmailAddress, ListName, Timestamp};
-use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use http::{HeaderMap, HeaderValue, StatusCode, header};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -33,29 +32,6 @@ const AUDIT_QUERY: &[QueryParam] = &[
     QueryParam { name: "since", schema: schema::DATE_TIME, description: "RFC 3339, inclusive" },
     QueryParam { name: "until", schema: schema::DATE_TIME, description: "RFC 3339, inclusive" },
 ];
-
-macro_rules! route {
-    ($method:ident $path:literal, $op:literal, $summary:literal, $tag:literal, $access:expr,
-     params: $params:expr, query: $query:expr, request: $req:expr, success: $success:expr,
-     errors: $errors:expr, $handler:expr) => {
-        Route {
-            method: Method::$method,
-            path: $path,
-            api: Api::Mailing,
-            operation_id: $op,
-            summary: $summary,
-            tag: $tag,
-            access: $access,
-            params: $params,
-            query: $query,
-            request: $req,
-            success: $success,
-            body_limit: JSON_BODY_LIMIT,
-            errors: $errors,
-            handler: |m| on(m, $handler),
-        }
-    };
-}
 
 pub static ROUTES: &[Route] = &[
     route!(POST "/api/v1/auth/login", "login", "Open an administrator session (cookie svc_session)", "auth", Access::Public,

@@ -83,3 +83,114 @@ pub fn api_key(k: &ApiKey) -> Value {
         "revoked_at": time(k.revoked_at),
     })
 }
+
+use courrier_core::mailing::dashboard::{Dashboard, QueueStats};
+use courrier_core::mailing::import::ImportReport;
+use courrier_core::mailing::model::{Domain, MailingList, Member, StatusCounts};
+
+pub fn domain(d: &Domain) -> Value {
+    json!({
+        "id": d.id.get(),
+        "name": d.name.as_str(),
+        "status": d.status.as_str(),
+        "dkim_selector": d.dkim_selector,
+        "default_subscription_policy": d.default_subscription_policy.as_str(),
+        "dns_ok": d.dns_ok,
+        "dns_checked_at": time(d.dns_checked_at),
+        "created_at": d.created_at.to_rfc3339(),
+        "updated_at": d.updated_at.to_rfc3339(),
+    })
+}
+
+/// The contract's List summary.
+pub fn list_summary(l: &MailingList) -> Value {
+    json!({
+        "id": l.id.get(),
+        "name": l.name.as_str(),
+        "display_name": l.display_name,
+        "type": l.kind.as_str(),
+        "status": l.status.as_str(),
+        "send_suspended": l.send_suspended,
+    })
+}
+
+/// A list's detail: the summary, its address, and its policies.
+pub fn list_detail(l: &MailingList) -> Value {
+    let p = &l.policies;
+    let mut v = list_summary(l);
+    let extra = json!({
+        "address": l.address(),
+        "domain": l.domain.as_str(),
+        "subscription_policy": p.subscription_policy.as_str(),
+        "posting_policy": p.posting_policy.as_str(),
+        "subject_tag": p.subject_tag,
+        "footer_text": p.footer_text,
+        "footer_html": p.footer_html,
+        "reply_to": p.reply_to.as_str(),
+        "bounce_disable_score": p.bounce_disable_score,
+        "digest_frequency": p.digest_frequency.as_str(),
+        "max_message_kb": p.max_message_kb,
+        "created_at": l.created_at.to_rfc3339(),
+        "updated_at": l.updated_at.to_rfc3339(),
+    });
+    for (k, e) in extra.as_object().into_iter().flatten() {
+        v[k] = e.clone();
+    }
+    v
+}
+
+/// The contract's Member object. Consent evidence is never part of it.
+pub fn member(m: &Member) -> Value {
+    json!({
+        "id": m.id.get(),
+        "email": m.email.to_string(),
+        "display_name": m.display_name,
+        "status": m.status.as_str(),
+        "delivery_mode": m.delivery_mode.as_str(),
+        "bounce_score": m.bounce_score,
+        "subscribed_at": time(m.subscribed_at),
+        "last_bounce_at": time(m.last_bounce_at),
+        "disabled_reason": m.disabled_reason,
+        "disabled_at": time(m.disabled_at),
+        "consent_source": m.consent_source,
+        "consent_at": time(m.consent_at),
+    })
+}
+
+pub fn import_report(r: &ImportReport) -> Value {
+    json!({
+        "total": r.total,
+        "added": r.added,
+        "skipped": r.skipped,
+        "errors": r.errors,
+        "mode_coerced": r.mode_coerced,
+        "error_samples": r.error_samples.iter().map(|e| json!({ "line": e.line, "reason": e.reason })).collect::<Vec<_>>(),
+    })
+}
+
+fn status_counts(c: &StatusCounts) -> Value {
+    json!({
+        "pending": c.pending,
+        "active": c.active,
+        "disabled": c.disabled,
+        "unsubscribed": c.unsubscribed,
+        "removed": c.removed,
+    })
+}
+
+pub fn dashboard(d: &Dashboard) -> Value {
+    json!({
+        "domains": d.domains,
+        "lists": d.lists,
+        "members": status_counts(&d.members),
+        "sends_in_flight": d.sends_in_flight,
+        "held_messages": d.held_messages,
+        "pending_subscriptions": d.pending_subscriptions,
+    })
+}
+
+pub fn queue(q: &QueueStats) -> Value {
+    let by_state: serde_json::Map<String, Value> =
+        q.by_state.iter().map(|(s, n)| ((*s).to_owned(), json!(n))).collect();
+    json!({ "depth": q.depth, "by_state": by_state, "oldest_queued_at": time(q.oldest_queued_at) })
+}

@@ -80,7 +80,7 @@ impl Reply {
         Self::with_status(StatusCode::ACCEPTED, data)
     }
 
-    fn with_status(status: StatusCode, data: Value) -> Self {
+    pub fn with_status(status: StatusCode, data: Value) -> Self {
         Self { status, data: Data::Value(data), window: None }
     }
 

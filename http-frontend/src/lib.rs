@@ -10,6 +10,7 @@ mod context;
 pub mod dto;
 pub mod envelope;
 pub mod error;
+mod mailing;
 pub mod openapi;
 mod pages;
 pub mod query;
@@ -95,7 +96,8 @@ pub fn router_of(state: AppState, table: impl Iterator<Item = &'static Route>) -
 fn needs_guard(route: &Route, max_body: usize) -> bool {
     route.params.iter().any(|p| p.kind == ParamKind::Id)
         || route.access != routes::Access::Public
-        || route.body_limit < max_body
+        // GET handlers read no body; the Json extractor checks its own limit before reading.
+        || (route.method != http::Method::GET && route.body_limit < max_body)
 }
 
 /// Runs on a matched route, before its handler: typed path segments and the declared body

@@ -14,7 +14,15 @@ pub fn document(api: Api, version: &str) -> Value {
         Api::Mailing => (
             "Courrier mailing-list service",
             "Sending domains, lists, members, sends, moderation, webhooks, users and API keys.",
-            json!([{ "name": "system" }, { "name": "auth" }, { "name": "users" }, { "name": "apikeys" }]),
+            json!([
+                { "name": "system" },
+                { "name": "auth" },
+                { "name": "users" },
+                { "name": "apikeys" },
+                { "name": "domains" },
+                { "name": "lists" },
+                { "name": "members" }
+            ]),
         ),
         Api::Page => ("Courrier pages", "", json!([])),
         Api::Ocr => (
@@ -77,10 +85,14 @@ fn operation(route: &Route) -> Value {
         op["parameters"] = Value::Array(parameters);
     }
     if let Some(request) = route.request {
-        op["requestBody"] = json!({
-            "required": true,
-            "content": { "application/json": { "schema": request.render() } }
-        });
+        // A schema may name its own media types (`x-content`: the CSV import takes text/csv or
+        // multipart); otherwise the body is JSON.
+        let rendered = request.render();
+        let content = match rendered.get("x-content") {
+            Some(content) => content.clone(),
+            None => json!({ "application/json": { "schema": rendered } }),
+        };
+        op["requestBody"] = json!({ "required": true, "content": content });
     }
     op["security"] = match route.access {
         Access::Public => json!([]),
@@ -93,15 +105,18 @@ fn operation(route: &Route) -> Value {
         op["summary"] = json!(format!("{} [{}]", route.summary, perm.as_str()));
     }
     let mut responses = Map::new();
+    let envelope = |data: schema::Schema| {
+        json!({ "application/json": { "schema": {
+            "type": "object",
+            "required": ["data", "meta"],
+            "properties": { "data": data.render(), "meta": { "$ref": "#/components/schemas/Meta" } }
+        }}})
+    };
+    if let Success::DataEither(_, other, data) = route.success {
+        responses.insert(other.to_string(), json!({ "description": "accepted, pending", "content": envelope(data) }));
+    }
     let (status, content) = match route.success {
-        Success::Data(status, data) => (
-            status,
-            json!({ "application/json": { "schema": {
-                "type": "object",
-                "required": ["data", "meta"],
-                "properties": { "data": data.render(), "meta": { "$ref": "#/components/schemas/Meta" } }
-            }}}),
-        ),
+        Success::Data(status, data) | Success::DataEither(status, _, data) => (status, envelope(data)),
         Success::Collection(item) => (
             200,
             json!({ "application/json": { "schema": {

@@ -13,6 +13,7 @@ use axum::extract::{Path, State};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::on;
 use courrier_core::access::{AccessError, users};
+use courrier_core::mailing::subscriptions;
 use http::{Method, StatusCode};
 
 const TOKEN: &[Param] = &[Param { name: "token", kind: ParamKind::Text, description: "the link's token" }];
@@ -51,6 +52,38 @@ pub static ROUTES: &[Route] = &[
         body_limit: FORM_LIMIT,
         errors: &[400, 404, 422],
         handler: |m| on(m, password_submit),
+    },
+    Route {
+        method: Method::GET,
+        path: "/p/confirm/{token}",
+        api: Api::Page,
+        operation_id: "confirmPage",
+        summary: "What a subscription confirmation link confirms, with a button (a mail scanner's GET confirms nothing)",
+        tag: "pages",
+        access: Access::Public,
+        params: TOKEN,
+        query: &[],
+        request: None,
+        success: Success::Raw("text/html", schema::STRING),
+        body_limit: FORM_LIMIT,
+        errors: &[404],
+        handler: |m| on(m, confirm_form),
+    },
+    Route {
+        method: Method::POST,
+        path: "/p/confirm/{token}",
+        api: Api::Page,
+        operation_id: "confirmSubmit",
+        summary: "Confirm a subscription through its link",
+        tag: "pages",
+        access: Access::Public,
+        params: TOKEN,
+        query: &[],
+        request: None,
+        success: Success::Raw("text/html", schema::STRING),
+        body_limit: FORM_LIMIT,
+        errors: &[404],
+        handler: |m| on(m, confirm_submit),
     },
 ];
 
@@ -146,5 +179,50 @@ async fn password_submit(
             page(StatusCode::UNPROCESSABLE_ENTITY, "Set your password", &form(&email, Some(&why)))
         }
         Err(e) => return Err(e.into()),
+    })
+}
+
+async fn confirm_form(State(state): State<AppState>, Path(token): Path<String>) -> Result<Response, ApiError> {
+    let app = state.app.clone();
+    let found = run_blocking(move || Ok(subscriptions::peek(&app, &token)?)).await?;
+    Ok(match found {
+        Ok(p) => page(
+            StatusCode::OK,
+            "Confirm your subscription",
+            &format!(
+                "<p>Subscribe <b>{}</b> to <b>{}</b> ({})?</p>\
+                 <form method=\"post\"><p><button type=\"submit\">Confirm my subscription</button></p></form>\
+                 <p>If you did not ask for this, close this page: nothing happens without the button.</p>",
+                escape(&p.email.to_string()),
+                escape(&p.list_display_name),
+                escape(&p.list_address)
+            ),
+        ),
+        Err(subscriptions::LinkUnusable) => invalid_link(),
+    })
+}
+
+async fn confirm_submit(
+    State(state): State<AppState>,
+    Ctx(ctx): Ctx,
+    Path(token): Path<String>,
+    body: Body,
+) -> Result<Response, ApiError> {
+    // The form has no fields; its body is read (bounded) only so the connection stays usable.
+    read_limited(body, FORM_LIMIT, state.body_read_timeout).await?;
+    let app = state.app.clone();
+    let done = run_blocking(move || Ok(subscriptions::confirm(&app, &token, ctx.source)?)).await?;
+    Ok(match done {
+        Ok(p) => page(
+            StatusCode::OK,
+            "Subscription confirmed",
+            &format!(
+                "<p><b>{}</b> is now subscribed to <b>{}</b> ({}).</p>",
+                escape(&p.email.to_string()),
+                escape(&p.list_display_name),
+                escape(&p.list_address)
+            ),
+        ),
+        Err(subscriptions::LinkUnusable) => invalid_link(),
     })
 }

@@ -6,7 +6,7 @@ use crate::AppState;
 use crate::schema::Schema;
 use axum::routing::{MethodFilter, MethodRouter};
 pub use courrier_core::access::Perm;
-use http::Method;
+pub use http::Method;
 
 /// Which of the two services, and so which OpenAPI document, a route belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,6 +57,8 @@ pub struct QueryParam {
 pub enum Success {
     /// `data` wrapped in the success envelope.
     Data(u16, Schema),
+    /// `data` wrapped in the success envelope, with one of two statuses (201 done, 202 pending).
+    DataEither(u16, u16, Schema),
     /// An array wrapped in the collection envelope.
     Collection(Schema),
     /// A document served as it is (OpenAPI, CSV, JPEG), with its media type.
@@ -84,6 +86,31 @@ pub struct Route {
     pub errors: &'static [u16],
     pub handler: fn(MethodFilter) -> MethodRouter<AppState>,
 }
+
+/// A route of the mailing-list API taking (at most) a JSON body: the common case, in one line.
+macro_rules! route {
+    ($method:ident $path:literal, $op:literal, $summary:literal, $tag:literal, $access:expr,
+     params: $params:expr, query: $query:expr, request: $req:expr, success: $success:expr,
+     errors: $errors:expr, $handler:expr) => {
+        $crate::routes::Route {
+            method: http::Method::$method,
+            path: $path,
+            api: $crate::routes::Api::Mailing,
+            operation_id: $op,
+            summary: $summary,
+            tag: $tag,
+            access: $access,
+            params: $params,
+            query: $query,
+            request: $req,
+            success: $success,
+            body_limit: $crate::routes::JSON_BODY_LIMIT,
+            errors: $errors,
+            handler: |m| axum::routing::on(m, $handler),
+        }
+    };
+}
+pub(crate) use route;
 
 /// JSON bodies of the administration API are small; a larger one is refused with 400.
 pub const JSON_BODY_LIMIT: usize = 1024 * 1024;
@@ -122,7 +149,7 @@ impl Route {
 
 /// Every route of both services.
 pub fn all() -> impl Iterator<Item = &'static Route> {
-    crate::system::ROUTES.iter().chain(crate::access::ROUTES).chain(crate::pages::ROUTES)
+    crate::system::ROUTES.iter().chain(crate::access::ROUTES).chain(crate::mailing::ROUTES).chain(crate::pages::ROUTES)
 }
 
 /// The largest body any route of the table takes.

@@ -298,3 +298,211 @@ pub const API_KEY_CREATE: Schema = Schema(|| {
         }),
     )
 });
+
+fn enum_of(names: &[&str]) -> Value {
+    json!({ "type": "string", "enum": names })
+}
+
+const DOMAIN_STATUSES: &[&str] = &["pending_mta", "active", "disabled"];
+const SUBSCRIPTION_POLICIES: &[&str] = &["open", "confirm", "moderate", "closed"];
+const MEMBER_STATUSES: &[&str] = &["pending", "active", "disabled", "unsubscribed", "removed"];
+const DELIVERY_MODES: &[&str] = &["regular", "digest", "nomail"];
+
+pub const DOMAIN_STATUS: Schema = Schema(|| enum_of(DOMAIN_STATUSES));
+pub const MEMBER_STATUS: Schema = Schema(|| enum_of(MEMBER_STATUSES));
+pub const DELIVERY_MODE: Schema = Schema(|| enum_of(DELIVERY_MODES));
+pub const BOUNCE_FLOOR: Schema = Schema(|| json!({ "type": "integer", "minimum": 0, "maximum": u32::MAX }));
+pub const EMAIL_CONTAINS: Schema = Schema(|| json!({ "type": "string", "minLength": 2, "maxLength": 254 }));
+pub const CONSENT_EVIDENCE: Schema = Schema(|| json!({ "type": "string", "minLength": 1, "maxLength": 4096 }));
+
+fn domain_obj() -> Value {
+    object(
+        &["id", "name", "status", "created_at"],
+        json!({
+            "id": { "type": "integer" },
+            "name": { "type": "string" },
+            "status": enum_of(DOMAIN_STATUSES),
+            "dkim_selector": nullable("string"),
+            "default_subscription_policy": enum_of(SUBSCRIPTION_POLICIES),
+            "dns_ok": nullable("boolean"),
+            "dns_checked_at": nullable("string"),
+            "created_at": { "type": "string", "format": "date-time" },
+            "updated_at": { "type": "string", "format": "date-time" }
+        }),
+    )
+}
+
+fn list_summary() -> Value {
+    object(
+        &["id", "name", "display_name", "type", "status", "send_suspended"],
+        json!({
+            "id": { "type": "integer" },
+            "name": { "type": "string" },
+            "display_name": { "type": "string" },
+            "type": enum_of(&["announce", "discussion"]),
+            "status": enum_of(&["active", "archived"]),
+            "send_suspended": { "type": "boolean" }
+        }),
+    )
+}
+
+fn selector() -> Value {
+    json!({ "type": "string", "pattern": "^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$" })
+}
+
+pub const DOMAIN: Schema = Schema(domain_obj);
+pub const DOMAIN_CREATE: Schema = Schema(|| {
+    closed(
+        &["name"],
+        json!({
+            "name": domain(),
+            "dkim_selector": opt(selector()),
+            "default_subscription_policy": opt(enum_of(SUBSCRIPTION_POLICIES))
+        }),
+    )
+});
+pub const DOMAIN_PATCH: Schema = Schema(|| {
+    closed(
+        &[],
+        json!({
+            "status": opt(enum_of(DOMAIN_STATUSES)),
+            "dkim_selector": { "anyOf": [selector(), { "type": "string", "maxLength": 0 }, { "type": "null" }] },
+            "default_subscription_policy": opt(enum_of(SUBSCRIPTION_POLICIES))
+        }),
+    )
+});
+pub const LIST_SUMMARY: Schema = Schema(list_summary);
+pub const LIST_DETAIL: Schema = Schema(|| {
+    with(
+        list_summary(),
+        json!({
+            "address": { "type": "string" },
+            "domain": { "type": "string" },
+            "subscription_policy": enum_of(SUBSCRIPTION_POLICIES),
+            "posting_policy": enum_of(&["members", "moderated", "owners", "open"]),
+            "subject_tag": nullable("string"),
+            "footer_text": nullable("string"),
+            "footer_html": nullable("string"),
+            "reply_to": enum_of(&["list", "poster"]),
+            "bounce_disable_score": { "type": "integer" },
+            "digest_frequency": enum_of(&["daily", "weekly"]),
+            "max_message_kb": { "type": "integer" },
+            "created_at": { "type": "string", "format": "date-time" },
+            "updated_at": { "type": "string", "format": "date-time" }
+        }),
+    )
+});
+fn display_name() -> Value {
+    json!({ "type": "string", "minLength": 1, "maxLength": 200, "pattern": "^[^\\u0000-\\u001f\\u007f]*\\S[^\\u0000-\\u001f\\u007f]*$" })
+}
+pub const LIST_CREATE: Schema = Schema(|| {
+    closed(
+        &["name", "display_name", "owner_email"],
+        json!({
+            "name": list_name(),
+            "display_name": display_name(),
+            "owner_email": email(),
+            "type": opt(enum_of(&["announce", "discussion"])),
+            "subscription_policy": opt(enum_of(SUBSCRIPTION_POLICIES))
+        }),
+    )
+});
+pub const LIST_PATCH: Schema = Schema(|| {
+    let text = |max: u32| json!({ "anyOf": [{ "type": "string", "maxLength": max }, { "type": "null" }] });
+    closed(
+        &[],
+        json!({
+            "display_name": opt(display_name()),
+            "status": opt(enum_of(&["active", "archived"])),
+            "subscription_policy": opt(enum_of(SUBSCRIPTION_POLICIES)),
+            "posting_policy": opt(enum_of(&["members", "moderated", "owners", "open"])),
+            "subject_tag": text(64),
+            "footer_text": text(8192),
+            "footer_html": text(8192),
+            "reply_to": opt(enum_of(&["list", "poster"])),
+            "bounce_disable_score": opt(json!({ "type": "integer", "minimum": 1, "maximum": 1000 })),
+            "digest_frequency": opt(enum_of(&["daily", "weekly"])),
+            "max_message_kb": opt(json!({ "type": "integer", "minimum": 1, "maximum": 102400 }))
+        }),
+    )
+});
+pub const MEMBER: Schema = Schema(|| {
+    object(
+        &["id", "email", "status", "delivery_mode", "bounce_score"],
+        json!({
+            "id": { "type": "integer" },
+            "email": { "type": "string" },
+            "display_name": nullable("string"),
+            "status": enum_of(MEMBER_STATUSES),
+            "delivery_mode": enum_of(DELIVERY_MODES),
+            "bounce_score": { "type": "integer", "minimum": 0 },
+            "subscribed_at": nullable("string"),
+            "last_bounce_at": nullable("string"),
+            "disabled_reason": nullable("string"),
+            "disabled_at": nullable("string"),
+            "consent_source": nullable("string"),
+            "consent_at": nullable("string")
+        }),
+    )
+});
+pub const MEMBER_ADD: Schema = Schema(|| {
+    closed(
+        &["email"],
+        json!({
+            "email": email(),
+            "name": opt(json!({ "type": "string", "maxLength": 200 })),
+            "delivery_mode": opt(enum_of(DELIVERY_MODES)),
+            "force": opt(json!({ "type": "boolean" })),
+            "consent_source": opt(json!({ "type": "string", "maxLength": 200 })),
+            "consent_evidence": opt(json!({ "type": "string", "maxLength": 4096 }))
+        }),
+    )
+});
+pub const MEMBER_ADDED: Schema = Schema(|| {
+    object(
+        &["status", "member_id"],
+        json!({
+            "status": enum_of(&["active", "pending_confirmation", "pending_moderation"]),
+            "member_id": { "type": "integer" }
+        }),
+    )
+});
+pub const CSV: Schema = Schema(|| json!({ "type": "string", "contentMediaType": "text/csv" }));
+pub const IMPORT_REPORT: Schema = Schema(|| {
+    object(
+        &["total", "added", "skipped", "errors", "mode_coerced", "error_samples"],
+        json!({
+            "total": { "type": "integer" },
+            "added": { "type": "integer" },
+            "skipped": { "type": "integer" },
+            "errors": { "type": "integer" },
+            "mode_coerced": { "type": "integer" },
+            "error_samples": { "type": "array", "items": {
+                "type": "object", "properties": { "line": { "type": "integer" }, "reason": { "type": "string" } }
+            } }
+        }),
+    )
+});
+pub const DASHBOARD: Schema = Schema(|| {
+    object(
+        &["domains", "lists", "members", "sends_in_flight", "held_messages", "pending_subscriptions"],
+        json!({
+            "domains": { "type": "integer" },
+            "lists": { "type": "integer" },
+            "members": { "type": "object" },
+            "sends_in_flight": { "type": "integer" },
+            "held_messages": { "type": "integer" },
+            "pending_subscriptions": { "type": "integer" }
+        }),
+    )
+});
+pub const QUEUE: Schema = Schema(|| {
+    object(
+        &["depth", "by_state", "oldest_queued_at"],
+        json!({
+            "depth": { "type": "integer" },
+            "by_state": { "type": "object" },
+            "oldest_queued_at": nullable("string")
+        }),
+    )
+});

@@ -7,6 +7,9 @@ use courrier_core::access::model::{KeyScope, PermSet, Profile, Role, User};
 use courrier_core::access::principal::RequestCtx;
 use courrier_core::access::{Perm, Principal, keys, roles, users};
 use courrier_core::kernel::{DomainName, EmailAddress, ListName};
+use courrier_core::mailing::members::{self, AddMember};
+use courrier_core::mailing::model::{DeliveryMode, SubscriptionPolicy};
+use courrier_core::mailing::{domains, lists};
 use courrier_http::routes::{self, Access, Api};
 use courrier_tests::harness::{Resp, SmtpSink, TestApp, run_cli_with_stdin};
 use serde_json::{Value, json};
@@ -48,15 +51,37 @@ fn make_key(core: &Courrier, user: &User, scope: KeyScope, perms: &[Perm], rate:
         .secret
 }
 
+/// A domain (created when missing) and a list on it, through core as the operator.
+pub fn make_list(core: &Courrier, d: &str, l: &str, owner: &str, policy: SubscriptionPolicy) {
+    let (p, ctx) = (Principal::operator(), RequestCtx::cli());
+    if domains::get(core, &p, &ctx, &domain(d)).is_err() {
+        let req = domains::NewDomainRequest { name: domain(d), dkim_selector: None, default_subscription_policy: None };
+        domains::create(core, &p, &ctx, req).unwrap();
+    }
+    let req = lists::NewList {
+        name: list(l),
+        display_name: l.to_uppercase(),
+        owner: email(owner),
+        kind: None,
+        subscription_policy: Some(policy),
+    };
+    lists::create(core, &p, &ctx, &domain(d), req).unwrap();
+}
+
 fn bearer(key: &str) -> (&'static str, String) {
     ("authorization", format!("Bearer {key}"))
 }
 
 fn call(app: &TestApp, method: &str, path: &str, headers: &[(&str, String)], body: Option<&Value>) -> Resp {
     let mut h: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let bytes = body.map(|b| b.to_string().into_bytes());
-    if bytes.is_some() {
-        h.push(("content-type", "application/json"));
+    let bytes = body.map(|b| match b {
+        Value::String(csv) => csv.clone().into_bytes(),
+        other => other.to_string().into_bytes(),
+    });
+    match body {
+        Some(Value::String(_)) => h.push(("content-type", "text/csv")),
+        Some(_) => h.push(("content-type", "application/json")),
+        None => {}
     }
     app.client.request(method, path, &h, bytes.as_deref())
 }
@@ -85,6 +110,26 @@ fn probe(app: &TestApp, admin: &User, method: &str, path: &str, n: usize) -> (St
     let dummy_key_id =
         keys::list(core, &Principal::operator(), courrier_core::kernel::Page::first(1)).unwrap().items[0].id;
     let _ = dummy_key;
+    let member = members::add(
+        core,
+        &Principal::operator(),
+        &RequestCtx::cli(),
+        &domain("example.org"),
+        &list("news"),
+        AddMember {
+            email: email(&format!("member{n}@example.net")),
+            display_name: None,
+            delivery_mode: DeliveryMode::Regular,
+            force: false,
+            consent_source: None,
+            consent_evidence: None,
+            source_ip: None,
+        },
+    )
+    .unwrap()
+    .member_id();
+    let path =
+        path.replace("{domain}", "example.org").replace("{list}", "news").replace("{member}", &member.to_string());
     let path = path.replace(
         "{id}",
         &if path.starts_with("/api/v1/apikeys") { dummy_key_id.to_string() } else { target.id.to_string() },
@@ -100,6 +145,19 @@ fn probe(app: &TestApp, admin: &User, method: &str, path: &str, n: usize) -> (St
         ("DELETE", p) if p.ends_with("/roles") => {
             Some(json!({ "role": "owner", "domain": "example.org", "list": "news" }))
         }
+        ("POST", "/api/v1/domains") => Some(json!({ "name": format!("d{n}.example.org") })),
+        ("PATCH", "/api/v1/domains/example.org") => Some(json!({ "dkim_selector": format!("s{n}") })),
+        ("POST", "/api/v1/domains/example.org/lists") => {
+            Some(json!({ "name": format!("l{n}"), "display_name": "L", "owner_email": "admin@example.org" }))
+        }
+        ("PATCH", "/api/v1/domains/example.org/lists/news") => Some(json!({ "subject_tag": format!("[n{n}]") })),
+        ("POST", "/api/v1/domains/example.org/lists/news/members") => {
+            Some(json!({ "email": format!("new{n}@example.net") }))
+        }
+        // A JSON string stands for a CSV document (see `call`).
+        ("POST", "/api/v1/domains/example.org/lists/news/members/import") => {
+            return (format!("{path}?consent_evidence=test"), Some(json!(format!("email\ncsv{n}@example.net\n"))));
+        }
         // A key may only make keys within its own permissions: the route needs manage, so ask for manage.
         ("POST", "/api/v1/apikeys") => Some(json!({ "name": "k", "scope_kind": "user", "perms": ["manage"] })),
         _ => None,
@@ -109,9 +167,38 @@ fn probe(app: &TestApp, admin: &User, method: &str, path: &str, n: usize) -> (St
 
 fn success_of(route: &routes::Route) -> u16 {
     match route.success {
-        routes::Success::Data(status, _) => status,
+        routes::Success::Data(status, _) | routes::Success::DataEither(status, ..) => status,
         routes::Success::Collection(_) | routes::Success::Raw(..) => 200,
         routes::Success::NoContent => 204,
+    }
+}
+
+/// Where a route acts, for keys scoped to a domain or a list.
+#[derive(PartialEq)]
+enum Reach {
+    /// Users, keys, the audit log, domain creation: a scoped key does not reach them (404).
+    Installation,
+    /// Summaries over what the caller sees (dashboard, queue, domain listing).
+    Summary,
+    DomainRead,
+    /// A list-scoped key reads its domain and changes nothing of it (403).
+    DomainWrite,
+    List,
+}
+
+fn reach_of(route: &routes::Route) -> Reach {
+    let p = route.path;
+    if p.starts_with("/api/v1/domains/{domain}/lists/{list}") {
+        Reach::List
+    } else if p.starts_with("/api/v1/domains/{domain}") {
+        if route.method == routes::Method::GET { Reach::DomainRead } else { Reach::DomainWrite }
+    } else if p == "/api/v1/dashboard"
+        || p == "/api/v1/system/queue"
+        || (p == "/api/v1/domains" && route.method == routes::Method::GET)
+    {
+        Reach::Summary
+    } else {
+        Reach::Installation
     }
 }
 
@@ -125,6 +212,7 @@ fn authorization_matrix() {
     let core = app.core.clone();
     let admin = make_user(&core, "admin@example.org", &[Role::SiteAdmin]);
     let ex = domain("example.org");
+    make_list(&core, "example.org", "news", "admin@example.org", SubscriptionPolicy::Open);
     let session = login(&app, "admin@example.org");
     let mut kinds: Vec<CredentialKind> = Vec::new();
     kinds.push(("no credential".into(), vec![], Box::new(|_| 401)));
@@ -143,13 +231,20 @@ fn authorization_matrix() {
     kinds.push((
         "domain key".into(),
         vec![("x-api-key", domain_key)],
-        Box::new(|r: &routes::Route| if matches!(r.access, Access::Perm(_)) { 404 } else { success_of(r) }),
+        Box::new(|r: &routes::Route| match reach_of(r) {
+            Reach::Installation if matches!(r.access, Access::Perm(_)) => 404,
+            _ => success_of(r),
+        }),
     ));
     let list_key = make_key(&core, &admin, KeyScope::List(ex.clone(), list("news")), &Perm::ALL, None);
     kinds.push((
         "list key".into(),
         vec![bearer(&list_key)],
-        Box::new(|r: &routes::Route| if matches!(r.access, Access::Perm(_)) { 404 } else { success_of(r) }),
+        Box::new(|r: &routes::Route| match reach_of(r) {
+            Reach::Installation if matches!(r.access, Access::Perm(_)) => 404,
+            Reach::DomainWrite => 403,
+            _ => success_of(r),
+        }),
     ));
     kinds.push((
         "session without CSRF token".into(),

@@ -68,7 +68,7 @@ fn an_oversize_declared_body_is_refused_before_it_is_read() {
     // Only the headers go out; the answer comes without the server waiting for the body.
     let answer = raw_exchange(
         app.addr,
-        b"GET /api/v1/system/health HTTP/1.1\r\nHost: x\r\nContent-Length: 50000000\r\n\r\n",
+        b"GET /api/v1/system/health HTTP/1.1\r\nHost: x\r\nContent-Length: 500000000\r\n\r\n",
         Duration::from_secs(5),
     );
     assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");

@@ -125,7 +125,14 @@ impl Principal {
         if reach.is_empty() {
             return Err(AccessError::NotFound(what));
         }
-        Ok(reach.intersection(self.credential_perms()))
+        let mut perms = reach.intersection(self.credential_perms());
+        // A list-scoped key sees its domain (to find its list there) and changes nothing of it.
+        if let Via::Key(k) = &self.via
+            && matches!((&k.scope, target), (super::model::KeyScope::List(..), Target::Domain(_)))
+        {
+            perms = perms.intersection(PermSet::READ);
+        }
+        Ok(perms)
     }
 
     /// The one authorisation check: 404 out of scope, 403 in scope without `need`.

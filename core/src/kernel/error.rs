@@ -57,9 +57,11 @@ codes! {
     Unauthenticated => "unauthenticated", Unauthenticated;
     Forbidden => "forbidden", Forbidden;
     CsrfFailed => "csrf_failed", Forbidden;
+    SubscriptionClosed => "subscription_closed", Forbidden;
     NotFound => "not_found", NotFound;
     MethodNotAllowed => "method_not_allowed", MethodNotAllowed;
     Conflict => "conflict", Conflict;
+    AlreadySubscribed => "already_subscribed", Conflict;
     IdempotencyConflict => "idempotency_conflict", Conflict;
     IdempotencyInProgress => "idempotency_in_progress", Conflict;
     DocumentTooLarge => "document_too_large", TooLarge;
@@ -67,6 +69,7 @@ codes! {
     InvalidPathId => "invalid_path_id", Invalid;
     InvalidPagination => "invalid_pagination", Invalid;
     IdempotencyUnsupported => "idempotency_unsupported", Invalid;
+    ConsentEvidenceRequired => "consent_evidence_required", Invalid;
     RateLimited => "rate_limited", RateLimited;
     CredentialKeyringMissing => "credential_keyring_missing", Unavailable;
     StorageUnavailable => "storage_unavailable", Unavailable;

@@ -10,6 +10,10 @@ use crate::kernel::{
     AuditEntry, AuditFilter, AuditId, Code, CoreError, DomainName, EmailAddress, Event, EventId, NewAuditEntry,
     NewEvent, Page, Paged, Timestamp,
 };
+use crate::mailing::model::{
+    Consent, DeliveryMode, Domain, DomainId, DomainStatus, DomainVisibility, ListId, ListVisibility, MailingList,
+    Member, MemberFilter, MemberId, MemberStatus, NewMember, StatusCounts,
+};
 
 #[cfg(any(test, feature = "testing"))]
 pub mod suite;
@@ -131,8 +135,93 @@ pub trait AccessRepo {
     fn use_token(&mut self, id: i64, now: Timestamp) -> Result<bool, StoreError>;
 }
 
+/// A new domain's fields.
+#[derive(Debug, Clone)]
+pub struct NewDomain<'a> {
+    pub name: &'a DomainName,
+    pub status: DomainStatus,
+    pub dkim_selector: Option<&'a str>,
+    pub default_subscription_policy: crate::mailing::model::SubscriptionPolicy,
+}
+
+/// Domains, lists and members.
+pub trait MailingRepo {
+    /// [`StoreError::Duplicate`] when a domain with this name exists.
+    fn insert_domain(&mut self, d: &NewDomain<'_>, now: Timestamp) -> Result<DomainId, StoreError>;
+    fn domain_by_name(&mut self, name: &DomainName) -> Result<Option<Domain>, StoreError>;
+    fn list_domains(
+        &mut self,
+        visible: &DomainVisibility,
+        status: Option<DomainStatus>,
+        page: Page,
+    ) -> Result<Paged<Domain>, StoreError>;
+    fn update_domain(&mut self, d: &Domain) -> Result<(), StoreError>;
+
+    /// [`StoreError::Duplicate`] when the domain has a list with this name. `list.id` is ignored.
+    fn insert_list(&mut self, list: &MailingList) -> Result<ListId, StoreError>;
+    fn list_by_name(
+        &mut self,
+        domain: &DomainName,
+        name: &crate::kernel::ListName,
+    ) -> Result<Option<MailingList>, StoreError>;
+    fn list_by_id(&mut self, id: ListId) -> Result<Option<MailingList>, StoreError>;
+    /// The lists of a domain, ordered by name.
+    fn lists_of_domain(&mut self, domain: DomainId, visible: &ListVisibility) -> Result<Vec<MailingList>, StoreError>;
+    fn update_list(&mut self, list: &MailingList) -> Result<(), StoreError>;
+
+    fn insert_consent(&mut self, consent: &Consent) -> Result<i64, StoreError>;
+    /// [`StoreError::Duplicate`] when the list has a member with this address (compared lowercased).
+    fn insert_member(&mut self, m: &NewMember, now: Timestamp) -> Result<MemberId, StoreError>;
+    fn member_by_id(&mut self, list: ListId, id: MemberId) -> Result<Option<Member>, StoreError>;
+    /// A member whatever its list (for links that name only the member).
+    fn find_member(&mut self, id: MemberId) -> Result<Option<Member>, StoreError>;
+    fn member_by_email(&mut self, list: ListId, email: &EmailAddress) -> Result<Option<Member>, StoreError>;
+    /// Writes every field but the id, the list and the address; `consent_id` when given.
+    fn update_member(&mut self, m: &Member, consent_id: Option<i64>, now: Timestamp) -> Result<(), StoreError>;
+    /// Ordered by id; `total` counts every member the filter keeps.
+    fn list_members(&mut self, list: ListId, filter: &MemberFilter, page: Page) -> Result<Paged<Member>, StoreError>;
+    /// Up to `limit` members with an id above `after`, in id order (a cursor, for exports).
+    fn members_after(
+        &mut self,
+        list: ListId,
+        filter: &MemberFilter,
+        after: Option<MemberId>,
+        limit: u32,
+    ) -> Result<Vec<Member>, StoreError>;
+    /// Member counts by status over the given lists (every list when `None`).
+    fn member_counts(&mut self, lists: Option<&[ListId]>) -> Result<StatusCounts, StoreError>;
+    /// Active members by delivery mode, for the send estimate and the dashboard.
+    fn active_by_mode(&mut self, list: ListId) -> Result<Vec<(DeliveryMode, u64)>, StoreError>;
+    fn count_status(&mut self, list: ListId, status: MemberStatus) -> Result<u64, StoreError>;
+}
+
+/// A reservation's state in the idempotency registry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IdempotencyRecord {
+    Running { fingerprint: String, created_at: Timestamp, expires_at: Timestamp },
+    Done { fingerprint: String, status: u16, body: String, expires_at: Timestamp },
+}
+
+/// The Idempotency-Key registry, keyed by API key.
+pub trait IdempotencyRepo {
+    fn idempotency_get(&mut self, api_key: i64, key: &str) -> Result<Option<IdempotencyRecord>, StoreError>;
+    /// [`StoreError::Duplicate`] when the key is taken.
+    fn idempotency_reserve(
+        &mut self,
+        api_key: i64,
+        key: &str,
+        fingerprint: &str,
+        now: Timestamp,
+        expires_at: Timestamp,
+    ) -> Result<(), StoreError>;
+    fn idempotency_finish(&mut self, api_key: i64, key: &str, status: u16, body: &str) -> Result<(), StoreError>;
+    fn idempotency_release(&mut self, api_key: i64, key: &str) -> Result<(), StoreError>;
+    /// Deletes records expired before `now`; how many.
+    fn idempotency_purge(&mut self, now: Timestamp) -> Result<u64, StoreError>;
+}
+
 /// One transaction. Dropped without [`Tx::commit`], it rolls back.
-pub trait Tx: AuditRepo + OutboxRepo + AccessRepo {
+pub trait Tx: AuditRepo + OutboxRepo + AccessRepo + MailingRepo + IdempotencyRepo {
     fn commit(self: Box<Self>) -> Result<(), StoreError>;
 }
 

@@ -12,16 +12,16 @@ use rusqlite::{OptionalExtension, Row, params};
 /// `anna@example.org` are one account (people do not expect otherwise, whatever RFC 5321 allows a
 /// host). Kept in its own column so the uniqueness rule is the database's; `email` keeps the case
 /// it was given, for display.
-fn email_key(e: &EmailAddress) -> String {
+pub(super) fn email_key(e: &EmailAddress) -> String {
     e.to_string().to_lowercase()
 }
 
-fn ts(v: Option<i64>) -> Option<Timestamp> {
+pub(super) fn ts(v: Option<i64>) -> Option<Timestamp> {
     v.map(Timestamp::from_unix_micros)
 }
 
 /// A stored value that does not parse means the database was edited by hand or is corrupt.
-fn corrupt(what: &str, value: &str) -> rusqlite::Error {
+pub(super) fn corrupt(what: &str, value: &str) -> rusqlite::Error {
     rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, format!("{what} {value:?}").into())
 }
 
@@ -102,7 +102,7 @@ fn session_row(r: &Row<'_>) -> rusqlite::Result<Session> {
     })
 }
 
-fn offset(page: Page) -> i64 {
+pub(super) fn offset(page: Page) -> i64 {
     i64::try_from(page.offset()).unwrap_or(i64::MAX)
 }
 

@@ -5,6 +5,8 @@
 
 mod access;
 mod audit;
+mod idempotency;
+mod mailing;
 mod migrations;
 mod outbox;
 

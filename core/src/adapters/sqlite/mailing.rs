@@ -1,0 +1,506 @@
+use super::access::{corrupt, email_key, offset, ts};
+use super::{SqliteTx, map_err};
+use crate::kernel::{DomainName, EmailAddress, ListName, Page, Paged, Timestamp};
+use crate::mailing::model::{
+    Consent, DeliveryMode, DigestFrequency, Domain, DomainId, DomainStatus, DomainVisibility, ListId, ListKind,
+    ListPolicies, ListStatus, ListVisibility, MailingList, Member, MemberFilter, MemberId, MemberStatus, NewMember,
+    PendingReason, PostingPolicy, ReplyTo, StatusCounts, SubscriptionPolicy,
+};
+use crate::storage::{MailingRepo, NewDomain, StoreError};
+use rusqlite::types::Value;
+use rusqlite::{OptionalExtension, Row, params};
+
+fn parsed<T>(what: &str, raw: &str, parse: impl Fn(&str) -> Option<T>) -> rusqlite::Result<T> {
+    parse(raw).ok_or_else(|| corrupt(what, raw))
+}
+
+const DOMAIN_COLUMNS: &str =
+    "id, name, status, dkim_selector, default_subscription_policy, dns_ok, dns_checked_at, created_at, updated_at";
+
+fn domain_row(r: &Row<'_>) -> rusqlite::Result<Domain> {
+    let name: String = r.get(1)?;
+    Ok(Domain {
+        id: DomainId::from_stored(r.get(0)?),
+        name: DomainName::parse(&name).map_err(|_| corrupt("domain name", &name))?,
+        status: parsed("domain status", &r.get::<_, String>(2)?, DomainStatus::parse)?,
+        dkim_selector: r.get(3)?,
+        default_subscription_policy: parsed("policy", &r.get::<_, String>(4)?, SubscriptionPolicy::parse)?,
+        dns_ok: r.get::<_, Option<bool>>(5)?,
+        dns_checked_at: ts(r.get(6)?),
+        created_at: Timestamp::from_unix_micros(r.get(7)?),
+        updated_at: Timestamp::from_unix_micros(r.get(8)?),
+    })
+}
+
+const LIST_COLUMNS: &str = "l.id, l.domain_id, d.name, l.name, l.display_name, l.kind, l.status, l.send_suspended,
+    l.subscription_policy, l.posting_policy, l.subject_tag, l.footer_text, l.footer_html, l.reply_to,
+    l.bounce_disable_score, l.digest_frequency, l.max_message_kb, l.created_at, l.updated_at";
+
+fn list_row(r: &Row<'_>) -> rusqlite::Result<MailingList> {
+    let domain: String = r.get(2)?;
+    let name: String = r.get(3)?;
+    Ok(MailingList {
+        id: ListId::from_stored(r.get(0)?),
+        domain_id: DomainId::from_stored(r.get(1)?),
+        domain: DomainName::parse(&domain).map_err(|_| corrupt("domain name", &domain))?,
+        name: ListName::parse(&name).map_err(|_| corrupt("list name", &name))?,
+        display_name: r.get(4)?,
+        kind: parsed("list kind", &r.get::<_, String>(5)?, ListKind::parse)?,
+        status: parsed("list status", &r.get::<_, String>(6)?, ListStatus::parse)?,
+        send_suspended: r.get(7)?,
+        policies: ListPolicies {
+            subscription_policy: parsed("policy", &r.get::<_, String>(8)?, SubscriptionPolicy::parse)?,
+            posting_policy: parsed("posting policy", &r.get::<_, String>(9)?, PostingPolicy::parse)?,
+            subject_tag: r.get(10)?,
+            footer_text: r.get(11)?,
+            footer_html: r.get(12)?,
+            reply_to: parsed("reply_to", &r.get::<_, String>(13)?, ReplyTo::parse)?,
+            bounce_disable_score: r.get(14)?,
+            digest_frequency: parsed("digest frequency", &r.get::<_, String>(15)?, DigestFrequency::parse)?,
+            max_message_kb: r.get(16)?,
+        },
+        created_at: Timestamp::from_unix_micros(r.get(17)?),
+        updated_at: Timestamp::from_unix_micros(r.get(18)?),
+    })
+}
+
+const MEMBER_COLUMNS: &str = "id, list_id, email, display_name, status, pending_reason, delivery_mode, bounce_score,
+    subscribed_at, last_bounce_at, disabled_reason, disabled_at, consent_source, consent_at, created_at, updated_at";
+
+fn member_row(r: &Row<'_>) -> rusqlite::Result<Member> {
+    let email: String = r.get(2)?;
+    let reason: Option<String> = r.get(5)?;
+    Ok(Member {
+        id: MemberId::from_stored(r.get(0)?),
+        list_id: ListId::from_stored(r.get(1)?),
+        email: EmailAddress::parse(&email).map_err(|_| corrupt("email", &email))?,
+        display_name: r.get(3)?,
+        status: parsed("member status", &r.get::<_, String>(4)?, MemberStatus::parse)?,
+        pending_reason: reason.map(|r| parsed("pending reason", &r, PendingReason::parse)).transpose()?,
+        delivery_mode: parsed("delivery mode", &r.get::<_, String>(6)?, DeliveryMode::parse)?,
+        bounce_score: r.get(7)?,
+        subscribed_at: ts(r.get(8)?),
+        last_bounce_at: ts(r.get(9)?),
+        disabled_reason: r.get(10)?,
+        disabled_at: ts(r.get(11)?),
+        consent_source: r.get(12)?,
+        consent_at: ts(r.get(13)?),
+        created_at: Timestamp::from_unix_micros(r.get(14)?),
+        updated_at: Timestamp::from_unix_micros(r.get(15)?),
+    })
+}
+
+/// Placeholders `?n, ?n+1, ...` for `values`, appended to `args`.
+fn marks(args: &mut Vec<Value>, values: impl IntoIterator<Item = String>) -> String {
+    let mut out = Vec::new();
+    for v in values {
+        args.push(Value::Text(v));
+        out.push(format!("?{}", args.len()));
+    }
+    out.join(", ")
+}
+
+/// The member filter as SQL over `members`, with its arguments (the list's id first).
+fn member_where(list: ListId, f: &MemberFilter) -> (String, Vec<Value>) {
+    let mut args = vec![Value::Integer(list.get())];
+    let mut sql = String::from("list_id = ?1");
+    if let Some(s) = f.status {
+        args.push(Value::Text(s.as_str().into()));
+        sql.push_str(&format!(" AND status = ?{}", args.len()));
+    }
+    if let Some(m) = f.delivery_mode {
+        args.push(Value::Text(m.as_str().into()));
+        sql.push_str(&format!(" AND delivery_mode = ?{}", args.len()));
+    }
+    if let Some(b) = f.min_bounce_score {
+        args.push(Value::Integer(i64::from(b)));
+        sql.push_str(&format!(" AND bounce_score >= ?{}", args.len()));
+    }
+    if let Some(needle) = &f.email_contains {
+        if needle.chars().count() >= 3 {
+            // The trigram index answers substrings of three characters or more; inside an FTS5
+            // string every character is literal (`%` and `_` included), a `"` is doubled.
+            args.push(Value::Text(format!("\"{}\"", needle.replace('"', "\"\""))));
+            sql.push_str(&format!(
+                " AND id IN (SELECT rowid FROM members_email_fts WHERE members_email_fts MATCH ?{})",
+                args.len()
+            ));
+        } else {
+            // Shorter needles: instr() on the lowercased address, which has no wildcards at all.
+            args.push(Value::Text(needle.clone()));
+            sql.push_str(&format!(" AND instr(email_key, ?{}) > 0", args.len()));
+        }
+    }
+    (sql, args)
+}
+
+fn list_visibility_sql(visible: &ListVisibility, args: &mut Vec<Value>) -> Option<String> {
+    match visible {
+        ListVisibility::All => Some(String::new()),
+        ListVisibility::Only(names) if names.is_empty() => None,
+        ListVisibility::Only(names) => {
+            Some(format!(" AND l.name IN ({})", marks(args, names.iter().map(|n| n.as_str().to_owned()))))
+        }
+    }
+}
+
+impl MailingRepo for SqliteTx {
+    fn insert_domain(&mut self, d: &NewDomain<'_>, now: Timestamp) -> Result<DomainId, StoreError> {
+        self.conn()
+            .prepare_cached(
+                "INSERT INTO domains (name, status, dkim_selector, default_subscription_policy, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
+            )
+            .and_then(|mut st| {
+                st.execute(params![
+                    d.name.as_str(),
+                    d.status.as_str(),
+                    d.dkim_selector,
+                    d.default_subscription_policy.as_str(),
+                    now.unix_micros()
+                ])
+            })
+            .map_err(map_err)?;
+        Ok(DomainId::from_stored(self.conn().last_insert_rowid()))
+    }
+
+    fn domain_by_name(&mut self, name: &DomainName) -> Result<Option<Domain>, StoreError> {
+        self.conn()
+            .prepare_cached(&format!("SELECT {DOMAIN_COLUMNS} FROM domains WHERE name = ?1"))
+            .and_then(|mut st| st.query_row([name.as_str()], domain_row).optional())
+            .map_err(map_err)
+    }
+
+    fn list_domains(
+        &mut self,
+        visible: &DomainVisibility,
+        status: Option<DomainStatus>,
+        page: Page,
+    ) -> Result<Paged<Domain>, StoreError> {
+        let mut args: Vec<Value> = Vec::new();
+        let mut clauses: Vec<String> = Vec::new();
+        if let DomainVisibility::Only(names) = visible {
+            if names.is_empty() {
+                return Ok(Paged { items: Vec::new(), total: 0, page });
+            }
+            clauses.push(format!("name IN ({})", marks(&mut args, names.iter().map(|n| n.as_str().to_owned()))));
+        }
+        if let Some(s) = status {
+            args.push(Value::Text(s.as_str().into()));
+            clauses.push(format!("status = ?{}", args.len()));
+        }
+        let filter = if clauses.is_empty() { String::new() } else { format!("WHERE {}", clauses.join(" AND ")) };
+        let conn = self.conn();
+        let total: i64 = conn
+            .prepare_cached(&format!("SELECT COUNT(*) FROM domains {filter}"))
+            .and_then(|mut st| st.query_row(rusqlite::params_from_iter(&args), |r| r.get(0)))
+            .map_err(map_err)?;
+        let n = args.len();
+        args.push(Value::Integer(i64::from(page.limit())));
+        args.push(Value::Integer(offset(page)));
+        let items = conn
+            .prepare_cached(&format!(
+                "SELECT {DOMAIN_COLUMNS} FROM domains {filter} ORDER BY name LIMIT ?{} OFFSET ?{}",
+                n + 1,
+                n + 2
+            ))
+            .and_then(|mut st| st.query_map(rusqlite::params_from_iter(&args), domain_row)?.collect())
+            .map_err(map_err)?;
+        Ok(Paged { items, total: u64::try_from(total).unwrap_or(0), page })
+    }
+
+    fn update_domain(&mut self, d: &Domain) -> Result<(), StoreError> {
+        self.conn()
+            .prepare_cached(
+                "UPDATE domains SET status = ?2, dkim_selector = ?3, default_subscription_policy = ?4, dns_ok = ?5,
+                 dns_checked_at = ?6, updated_at = ?7 WHERE id = ?1",
+            )
+            .and_then(|mut st| {
+                st.execute(params![
+                    d.id.get(),
+                    d.status.as_str(),
+                    d.dkim_selector,
+                    d.default_subscription_policy.as_str(),
+                    d.dns_ok,
+                    d.dns_checked_at.map(Timestamp::unix_micros),
+                    d.updated_at.unix_micros()
+                ])
+            })
+            .map_err(map_err)?;
+        Ok(())
+    }
+
+    fn insert_list(&mut self, l: &MailingList) -> Result<ListId, StoreError> {
+        let p = &l.policies;
+        self.conn()
+            .prepare_cached(
+                "INSERT INTO lists (domain_id, name, display_name, kind, status, send_suspended, subscription_policy,
+                   posting_policy, subject_tag, footer_text, footer_html, reply_to, bounce_disable_score,
+                   digest_frequency, max_message_kb, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+            )
+            .and_then(|mut st| {
+                st.execute(params![
+                    l.domain_id.get(),
+                    l.name.as_str(),
+                    l.display_name,
+                    l.kind.as_str(),
+                    l.status.as_str(),
+                    l.send_suspended,
+                    p.subscription_policy.as_str(),
+                    p.posting_policy.as_str(),
+                    p.subject_tag,
+                    p.footer_text,
+                    p.footer_html,
+                    p.reply_to.as_str(),
+                    p.bounce_disable_score,
+                    p.digest_frequency.as_str(),
+                    p.max_message_kb,
+                    l.created_at.unix_micros(),
+                    l.updated_at.unix_micros()
+                ])
+            })
+            .map_err(map_err)?;
+        Ok(ListId::from_stored(self.conn().last_insert_rowid()))
+    }
+
+    fn list_by_name(&mut self, domain: &DomainName, name: &ListName) -> Result<Option<MailingList>, StoreError> {
+        self.conn()
+            .prepare_cached(&format!(
+                "SELECT {LIST_COLUMNS} FROM lists l JOIN domains d ON d.id = l.domain_id WHERE d.name = ?1 AND l.name = ?2"
+            ))
+            .and_then(|mut st| st.query_row([domain.as_str(), name.as_str()], list_row).optional())
+            .map_err(map_err)
+    }
+
+    fn list_by_id(&mut self, id: ListId) -> Result<Option<MailingList>, StoreError> {
+        self.conn()
+            .prepare_cached(&format!(
+                "SELECT {LIST_COLUMNS} FROM lists l JOIN domains d ON d.id = l.domain_id WHERE l.id = ?1"
+            ))
+            .and_then(|mut st| st.query_row([id.get()], list_row).optional())
+            .map_err(map_err)
+    }
+
+    fn lists_of_domain(&mut self, domain: DomainId, visible: &ListVisibility) -> Result<Vec<MailingList>, StoreError> {
+        let mut args = vec![Value::Integer(domain.get())];
+        let Some(filter) = list_visibility_sql(visible, &mut args) else { return Ok(Vec::new()) };
+        self.conn()
+            .prepare_cached(&format!(
+                "SELECT {LIST_COLUMNS} FROM lists l JOIN domains d ON d.id = l.domain_id
+                 WHERE l.domain_id = ?1{filter} ORDER BY l.name"
+            ))
+            .and_then(|mut st| st.query_map(rusqlite::params_from_iter(&args), list_row)?.collect())
+            .map_err(map_err)
+    }
+
+    fn update_list(&mut self, l: &MailingList) -> Result<(), StoreError> {
+        let p = &l.policies;
+        self.conn()
+            .prepare_cached(
+                "UPDATE lists SET display_name = ?2, kind = ?3, status = ?4, send_suspended = ?5,
+                   subscription_policy = ?6, posting_policy = ?7, subject_tag = ?8, footer_text = ?9,
+                   footer_html = ?10, reply_to = ?11, bounce_disable_score = ?12, digest_frequency = ?13,
+                   max_message_kb = ?14, updated_at = ?15
+                 WHERE id = ?1",
+            )
+            .and_then(|mut st| {
+                st.execute(params![
+                    l.id.get(),
+                    l.display_name,
+                    l.kind.as_str(),
+                    l.status.as_str(),
+                    l.send_suspended,
+                    p.subscription_policy.as_str(),
+                    p.posting_policy.as_str(),
+                    p.subject_tag,
+                    p.footer_text,
+                    p.footer_html,
+                    p.reply_to.as_str(),
+                    p.bounce_disable_score,
+                    p.digest_frequency.as_str(),
+                    p.max_message_kb,
+                    l.updated_at.unix_micros()
+                ])
+            })
+            .map_err(map_err)?;
+        Ok(())
+    }
+
+    fn insert_consent(&mut self, c: &Consent) -> Result<i64, StoreError> {
+        self.conn()
+            .prepare_cached("INSERT INTO consents (source, evidence, ip, at) VALUES (?1, ?2, ?3, ?4)")
+            .and_then(|mut st| st.execute(params![c.source, c.evidence, c.ip, c.at.unix_micros()]))
+            .map_err(map_err)?;
+        Ok(self.conn().last_insert_rowid())
+    }
+
+    fn insert_member(&mut self, m: &NewMember, now: Timestamp) -> Result<MemberId, StoreError> {
+        self.conn()
+            .prepare_cached(
+                "INSERT INTO members (list_id, email, email_key, display_name, status, pending_reason, delivery_mode,
+                   subscribed_at, consent_source, consent_at, consent_id, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12)",
+            )
+            .and_then(|mut st| {
+                st.execute(params![
+                    m.list_id.get(),
+                    m.email.to_string(),
+                    email_key(&m.email),
+                    m.display_name,
+                    m.status.as_str(),
+                    m.pending_reason.map(PendingReason::as_str),
+                    m.delivery_mode.as_str(),
+                    m.subscribed_at.map(Timestamp::unix_micros),
+                    m.consent_source,
+                    m.consent_at.map(Timestamp::unix_micros),
+                    m.consent_id,
+                    now.unix_micros()
+                ])
+            })
+            .map_err(map_err)?;
+        Ok(MemberId::from_stored(self.conn().last_insert_rowid()))
+    }
+
+    fn member_by_id(&mut self, list: ListId, id: MemberId) -> Result<Option<Member>, StoreError> {
+        self.conn()
+            .prepare_cached(&format!("SELECT {MEMBER_COLUMNS} FROM members WHERE id = ?1 AND list_id = ?2"))
+            .and_then(|mut st| st.query_row([id.get(), list.get()], member_row).optional())
+            .map_err(map_err)
+    }
+
+    fn find_member(&mut self, id: MemberId) -> Result<Option<Member>, StoreError> {
+        self.conn()
+            .prepare_cached(&format!("SELECT {MEMBER_COLUMNS} FROM members WHERE id = ?1"))
+            .and_then(|mut st| st.query_row([id.get()], member_row).optional())
+            .map_err(map_err)
+    }
+
+    fn member_by_email(&mut self, list: ListId, email: &EmailAddress) -> Result<Option<Member>, StoreError> {
+        self.conn()
+            .prepare_cached(&format!("SELECT {MEMBER_COLUMNS} FROM members WHERE list_id = ?1 AND email_key = ?2"))
+            .and_then(|mut st| st.query_row(params![list.get(), email_key(email)], member_row).optional())
+            .map_err(map_err)
+    }
+
+    fn update_member(&mut self, m: &Member, consent_id: Option<i64>, now: Timestamp) -> Result<(), StoreError> {
+        self.conn()
+            .prepare_cached(
+                "UPDATE members SET display_name = ?2, status = ?3, pending_reason = ?4, delivery_mode = ?5,
+                   bounce_score = ?6, subscribed_at = ?7, last_bounce_at = ?8, disabled_reason = ?9,
+                   disabled_at = ?10, consent_source = ?11, consent_at = ?12,
+                   consent_id = COALESCE(?13, consent_id), updated_at = ?14
+                 WHERE id = ?1",
+            )
+            .and_then(|mut st| {
+                st.execute(params![
+                    m.id.get(),
+                    m.display_name,
+                    m.status.as_str(),
+                    m.pending_reason.map(PendingReason::as_str),
+                    m.delivery_mode.as_str(),
+                    m.bounce_score,
+                    m.subscribed_at.map(Timestamp::unix_micros),
+                    m.last_bounce_at.map(Timestamp::unix_micros),
+                    m.disabled_reason,
+                    m.disabled_at.map(Timestamp::unix_micros),
+                    m.consent_source,
+                    m.consent_at.map(Timestamp::unix_micros),
+                    consent_id,
+                    now.unix_micros()
+                ])
+            })
+            .map_err(map_err)?;
+        Ok(())
+    }
+
+    fn list_members(&mut self, list: ListId, filter: &MemberFilter, page: Page) -> Result<Paged<Member>, StoreError> {
+        let (clause, mut args) = member_where(list, filter);
+        let conn = self.conn();
+        let total: i64 = conn
+            .prepare_cached(&format!("SELECT COUNT(*) FROM members WHERE {clause}"))
+            .and_then(|mut st| st.query_row(rusqlite::params_from_iter(&args), |r| r.get(0)))
+            .map_err(map_err)?;
+        let n = args.len();
+        args.push(Value::Integer(i64::from(page.limit())));
+        args.push(Value::Integer(offset(page)));
+        let items = conn
+            .prepare_cached(&format!(
+                "SELECT {MEMBER_COLUMNS} FROM members WHERE {clause} ORDER BY id LIMIT ?{} OFFSET ?{}",
+                n + 1,
+                n + 2
+            ))
+            .and_then(|mut st| st.query_map(rusqlite::params_from_iter(&args), member_row)?.collect())
+            .map_err(map_err)?;
+        Ok(Paged { items, total: u64::try_from(total).unwrap_or(0), page })
+    }
+
+    fn members_after(
+        &mut self,
+        list: ListId,
+        filter: &MemberFilter,
+        after: Option<MemberId>,
+        limit: u32,
+    ) -> Result<Vec<Member>, StoreError> {
+        let (clause, mut args) = member_where(list, filter);
+        args.push(Value::Integer(after.map_or(0, MemberId::get)));
+        let after_mark = args.len();
+        args.push(Value::Integer(i64::from(limit)));
+        self.conn()
+            .prepare_cached(&format!(
+                "SELECT {MEMBER_COLUMNS} FROM members WHERE {clause} AND id > ?{after_mark} ORDER BY id LIMIT ?{}",
+                after_mark + 1
+            ))
+            .and_then(|mut st| st.query_map(rusqlite::params_from_iter(&args), member_row)?.collect())
+            .map_err(map_err)
+    }
+
+    fn member_counts(&mut self, lists: Option<&[ListId]>) -> Result<StatusCounts, StoreError> {
+        let (filter, args): (String, Vec<Value>) = match lists {
+            None => (String::new(), Vec::new()),
+            Some(ids) => {
+                let args: Vec<Value> = ids.iter().map(|i| Value::Integer(i.get())).collect();
+                let marks: Vec<String> = (1..=args.len()).map(|i| format!("?{i}")).collect();
+                (format!("WHERE list_id IN ({})", marks.join(", ")), args)
+            }
+        };
+        let rows: Vec<(String, i64)> = self
+            .conn()
+            .prepare(&format!("SELECT status, COUNT(*) FROM members {filter} GROUP BY status"))
+            .and_then(|mut st| {
+                st.query_map(rusqlite::params_from_iter(&args), |r| Ok((r.get(0)?, r.get(1)?)))?.collect()
+            })
+            .map_err(map_err)?;
+        let mut out = StatusCounts::default();
+        for (status, n) in rows {
+            let status = MemberStatus::parse(&status).ok_or_else(|| map_err(corrupt("member status", &status)))?;
+            out.add(status, u64::try_from(n).unwrap_or(0));
+        }
+        Ok(out)
+    }
+
+    fn active_by_mode(&mut self, list: ListId) -> Result<Vec<(DeliveryMode, u64)>, StoreError> {
+        let rows: Vec<(String, i64)> = self
+            .conn()
+            .prepare_cached(
+                "SELECT delivery_mode, COUNT(*) FROM members WHERE list_id = ?1 AND status = 'active' GROUP BY delivery_mode",
+            )
+            .and_then(|mut st| st.query_map([list.get()], |r| Ok((r.get(0)?, r.get(1)?)))?.collect())
+            .map_err(map_err)?;
+        rows.into_iter()
+            .map(|(m, n)| {
+                let mode = DeliveryMode::parse(&m).ok_or_else(|| map_err(corrupt("delivery mode", &m)))?;
+                Ok((mode, u64::try_from(n).unwrap_or(0)))
+            })
+            .collect()
+    }
+
+    fn count_status(&mut self, list: ListId, status: MemberStatus) -> Result<u64, StoreError> {
+        let n: i64 = self
+            .conn()
+            .prepare_cached("SELECT COUNT(*) FROM members WHERE list_id = ?1 AND status = ?2")
+            .and_then(|mut st| st.query_row(params![list.get(), status.as_str()], |r| r.get(0)))
+            .map_err(map_err)?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+}

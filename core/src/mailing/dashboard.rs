@@ -1,0 +1,104 @@
+//! The dashboard (counts adapted to the caller's reach) and the outgoing queue's depth.
+
+use super::MailingError;
+use super::domains;
+use super::model::{DomainVisibility, ListId, ListVisibility, StatusCounts};
+use crate::Courrier;
+use crate::access::model::KeyScope;
+use crate::access::{AccessError, Perm, Principal, Role, Via};
+use crate::kernel::{Page, Timestamp};
+use crate::storage::in_read;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Dashboard {
+    pub domains: u64,
+    pub lists: u64,
+    pub members: StatusCounts,
+    /// Sends not yet completed (none until the send pipeline exists).
+    pub sends_in_flight: u64,
+    /// Messages held for moderation (none until inbound mail exists).
+    pub held_messages: u64,
+    /// Subscriptions waiting for a moderator or a confirmation.
+    pub pending_subscriptions: u64,
+}
+
+fn require_read(p: &Principal) -> Result<(), MailingError> {
+    if p.credential_perms().contains(Perm::Read) {
+        Ok(())
+    } else {
+        Err(AccessError::Forbidden("this needs the read permission".into()).into())
+    }
+}
+
+/// Counts over what the caller sees: the domains of its reach and, in each, the lists it sees.
+pub fn dashboard(app: &Courrier, p: &Principal) -> Result<Dashboard, MailingError> {
+    require_read(p)?;
+    let visible = domains::visibility(p);
+    let key_list = match &p.via {
+        Via::Key(k) => match &k.scope {
+            KeyScope::List(_, l) => Some(l.clone()),
+            KeyScope::User | KeyScope::Domain(_) => None,
+        },
+        Via::Session(_) | Via::Operator => None,
+    };
+    in_read(&*app.store, |tx| {
+        let mut out = Dashboard::default();
+        let mut list_ids: Vec<ListId> = Vec::new();
+        let mut offset = 0;
+        loop {
+            let page = Page::parse(Some("500"), Some(&offset.to_string()))?;
+            let domains = tx.list_domains(&visible, None, page)?;
+            out.domains = domains.total;
+            for d in &domains.items {
+                let administers = p.is_site_admin() || p.roles.contains(&Role::DomainAdmin(d.name.clone()));
+                let own: Vec<_> = p
+                    .roles
+                    .iter()
+                    .filter_map(|r| match r {
+                        Role::Owner(rd, l) | Role::Moderator(rd, l) if *rd == d.name => Some(l.clone()),
+                        _ => None,
+                    })
+                    .collect();
+                let lists = match &key_list {
+                    Some(l) if administers || own.contains(l) => ListVisibility::Only(vec![l.clone()]),
+                    Some(_) => ListVisibility::Only(Vec::new()),
+                    None if administers => ListVisibility::All,
+                    None => ListVisibility::Only(own),
+                };
+                list_ids.extend(tx.lists_of_domain(d.id, &lists)?.iter().map(|l| l.id));
+            }
+            offset += domains.items.len();
+            if domains.items.is_empty() || offset as u64 >= domains.total {
+                break;
+            }
+        }
+        out.lists = list_ids.len() as u64;
+        let everything = visible == DomainVisibility::All && key_list.is_none();
+        out.members = if everything {
+            tx.member_counts(None)?
+        } else if list_ids.is_empty() {
+            StatusCounts::default()
+        } else {
+            tx.member_counts(Some(&list_ids))?
+        };
+        out.pending_subscriptions = out.members.pending;
+        Ok(out)
+    })
+}
+
+/// The outgoing queue. The send pipeline (issue 5) fills it; until then it is honestly empty.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QueueStats {
+    pub depth: u64,
+    pub by_state: Vec<(&'static str, u64)>,
+    pub oldest_queued_at: Option<Timestamp>,
+}
+
+pub fn queue(_app: &Courrier, p: &Principal) -> Result<QueueStats, MailingError> {
+    require_read(p)?;
+    Ok(QueueStats {
+        depth: 0,
+        by_state: ["queued", "sending", "deferred"].into_iter().map(|s| (s, 0)).collect(),
+        oldest_queued_at: None,
+    })
+}

@@ -1,0 +1,277 @@
+//! CSV import: a document streamed row by row (never whole in memory), each row validated on
+//! its own, committed in batches so that a cut-off upload keeps the rows before the cut.
+
+use super::MailingError;
+use super::lists;
+use super::members::{AddMember, apply_add};
+use super::model::{Consent, DeliveryMode, MailingList};
+use super::state::Trigger;
+use crate::Courrier;
+use crate::access::principal::{RequestCtx, audit_done};
+use crate::access::{Perm, Principal};
+use crate::kernel::{DomainName, EmailAddress, ListName};
+use crate::storage::in_write;
+use std::io::Read;
+
+/// The contract's cap on an imported document.
+pub const MAX_IMPORT_BYTES: u64 = 25 * 1024 * 1024;
+/// Rows per write transaction: large enough that the fsync of a commit is spread thin, small
+/// enough that the write lock is never held long (other writers wait at most one batch).
+const BATCH_ROWS: usize = 2000;
+const MAX_SAMPLES: usize = 10;
+
+/// Raised by the reader handed to [`import`] when the document passes its size cap; the rows
+/// read before it stay imported.
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+#[error("the document passed the size limit")]
+pub struct SizeLimitExceeded;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowError {
+    /// 1-based line of the document (the header is line 1).
+    pub line: u64,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ImportReport {
+    pub total: u64,
+    pub added: u64,
+    pub skipped: u64,
+    pub errors: u64,
+    pub mode_coerced: u64,
+    pub error_samples: Vec<RowError>,
+}
+
+impl ImportReport {
+    fn error(&mut self, line: u64, reason: String) {
+        self.errors += 1;
+        if self.error_samples.len() < MAX_SAMPLES {
+            self.error_samples.push(RowError { line, reason });
+        }
+    }
+}
+
+/// The consent that covers every row of an import.
+#[derive(Debug, Clone)]
+pub struct ImportConsent {
+    pub evidence: String,
+    pub source_ip: Option<String>,
+}
+
+impl ImportConsent {
+    pub fn new(evidence: Option<&str>, source_ip: Option<String>) -> Result<Self, MailingError> {
+        match evidence.map(str::trim) {
+            Some(e) if !e.is_empty() => {
+                super::check_text("consent_evidence", e, super::members::MAX_CONSENT_EVIDENCE, true)?;
+                Ok(Self { evidence: e.to_owned(), source_ip })
+            }
+            _ => Err(MailingError::ConsentEvidenceRequired(
+                "consent_evidence is required (query parameter, or a form field before the file part)",
+            )),
+        }
+    }
+}
+
+/// Checks that the caller may import into the list, before any byte of the document is read.
+pub fn authorize(
+    app: &Courrier,
+    p: &Principal,
+    ctx: &RequestCtx,
+    domain: &DomainName,
+    name: &ListName,
+) -> Result<MailingList, MailingError> {
+    lists::authorized(app, p, ctx, Perm::MembersWrite, domain, name, "member.import")
+}
+
+/// Where the columns the import reads are.
+struct Columns {
+    email: usize,
+    display_name: Option<usize>,
+    delivery_mode: Option<usize>,
+}
+
+fn columns(header: &csv::ByteRecord) -> Result<Columns, MailingError> {
+    let find = |name: &str| {
+        header.iter().position(|h| {
+            let h = h.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(h); // a spreadsheet's byte-order mark
+            h.trim_ascii().eq_ignore_ascii_case(name.as_bytes())
+        })
+    };
+    let email = find("email").ok_or_else(|| {
+        MailingError::Invalid("the first row must be the header email,display_name,delivery_mode".into())
+    })?;
+    Ok(Columns { email, display_name: find("display_name"), delivery_mode: find("delivery_mode") })
+}
+
+/// Undoes the export's neutralisation of spreadsheet formulas (`'=x` -> `=x`), so that an
+/// export re-imports as it was.
+fn cell(record: &csv::ByteRecord, i: Option<usize>) -> Result<Option<String>, String> {
+    let Some(raw) = i.and_then(|i| record.get(i)) else { return Ok(None) };
+    let s = std::str::from_utf8(raw).map_err(|_| "not UTF-8".to_owned())?.trim();
+    let s = match s.strip_prefix('\'') {
+        Some(rest) if rest.starts_with(super::export::FORMULA_STARTS) => rest,
+        _ => s,
+    };
+    Ok((!s.is_empty()).then(|| s.to_owned()))
+}
+
+/// Imports the document into the list the caller was authorised for. Rows become `active` (the
+/// consent evidence covers them) and emit `member.added`; an address already on the list, in
+/// whatever state, is skipped (an import never re-subscribes someone who left).
+pub fn import(
+    app: &Courrier,
+    p: &Principal,
+    ctx: &RequestCtx,
+    list: &MailingList,
+    consent: &ImportConsent,
+    document: impl Read,
+) -> Result<ImportReport, MailingError> {
+    let mut reader = csv::ReaderBuilder::new().has_headers(false).flexible(true).from_reader(document);
+    let mut report = ImportReport::default();
+    let mut record = csv::ByteRecord::new();
+    let mut cut: Option<MailingError> = None;
+    let cols = match reader.read_byte_record(&mut record) {
+        Ok(true) => columns(&record)?,
+        Ok(false) => return Err(MailingError::Invalid("the document is empty: it needs a header row".into())),
+        Err(e) => return Err(read_error(e, 0)),
+    };
+    let consent_id = in_write(&*app.store, |tx| {
+        tx.insert_consent(&Consent {
+            source: Some("import".into()),
+            evidence: Some(consent.evidence.clone()),
+            ip: consent.source_ip.clone(),
+            at: app.clock.now(),
+        })
+    })?;
+    let mut batch: Vec<(u64, Result<AddMember, String>, bool)> = Vec::with_capacity(BATCH_ROWS);
+    loop {
+        let more = match reader.read_byte_record(&mut record) {
+            Ok(more) => more,
+            Err(e) if is_csv_row_error(&e) => {
+                let line = e.position().map_or(0, |p| p.line());
+                report.total += 1;
+                report.error(line, format!("unreadable row: {e}"));
+                continue;
+            }
+            Err(e) => {
+                cut = Some(read_error(e, report.added + batch.len() as u64));
+                false
+            }
+        };
+        if more {
+            let line = record.position().map_or(0, |p| p.line());
+            report.total += 1;
+            let (row, coerced) = parse_row(&record, &cols, consent);
+            batch.push((line, row, coerced));
+        }
+        if batch.len() >= BATCH_ROWS || (!more && !batch.is_empty()) {
+            commit_batch(app, list, consent_id, &mut batch, &mut report)?;
+        }
+        if !more {
+            break;
+        }
+    }
+    let now = app.clock.now();
+    in_write(&*app.store, |tx| {
+        audit_done(tx, p, ctx, now, "member.import", &format!("list:{}:added={}", list.address(), report.added))
+    })?;
+    match cut {
+        Some(MailingError::DocumentTooLarge { limit_mib, .. }) => {
+            Err(MailingError::DocumentTooLarge { limit_mib, imported: report.added })
+        }
+        Some(e) => Err(e),
+        None => Ok(report),
+    }
+}
+
+/// A row-level CSV fault (the document goes on) rather than a failure to read at all.
+fn is_csv_row_error(e: &csv::Error) -> bool {
+    !matches!(e.kind(), csv::ErrorKind::Io(_))
+}
+
+fn read_error(e: csv::Error, imported: u64) -> MailingError {
+    if let csv::ErrorKind::Io(io) = e.kind()
+        && io.get_ref().is_some_and(|inner| inner.is::<SizeLimitExceeded>())
+    {
+        return MailingError::DocumentTooLarge { limit_mib: MAX_IMPORT_BYTES / (1024 * 1024), imported };
+    }
+    MailingError::Invalid(format!(
+        "the document could not be read to its end ({e}); the {imported} rows read before were imported"
+    ))
+}
+
+fn parse_row(record: &csv::ByteRecord, cols: &Columns, consent: &ImportConsent) -> (Result<AddMember, String>, bool) {
+    let mut coerced = false;
+    let row = (|| {
+        let email = cell(record, Some(cols.email))?.ok_or("email is empty")?;
+        let email = EmailAddress::parse(&email).map_err(|e| e.to_string())?;
+        let display_name = cell(record, cols.display_name)?;
+        if let Some(n) = &display_name {
+            super::check_text("display_name", n, lists::MAX_DISPLAY_NAME, false).map_err(|e| e.to_string())?;
+        }
+        let delivery_mode = match cell(record, cols.delivery_mode)? {
+            None => DeliveryMode::Regular,
+            Some(m) => DeliveryMode::parse(&m.to_ascii_lowercase()).unwrap_or_else(|| {
+                coerced = true;
+                DeliveryMode::Regular
+            }),
+        };
+        Ok(AddMember {
+            email,
+            display_name,
+            delivery_mode,
+            force: true,
+            consent_source: Some("import".into()),
+            consent_evidence: None,
+            source_ip: consent.source_ip.clone(),
+        })
+    })();
+    (row, coerced)
+}
+
+fn commit_batch(
+    app: &Courrier,
+    list: &MailingList,
+    consent_id: i64,
+    batch: &mut Vec<(u64, Result<AddMember, String>, bool)>,
+    report: &mut ImportReport,
+) -> Result<(), MailingError> {
+    let now = app.clock.now();
+    let mut part = ImportReport::default();
+    in_write(&*app.store, |tx| {
+        for (line, row, coerced) in batch.iter() {
+            let req = match row {
+                Ok(r) => r,
+                Err(reason) => {
+                    part.error(*line, reason.clone());
+                    continue;
+                }
+            };
+            if tx.member_by_email(list.id, &req.email)?.is_some() {
+                part.skipped += 1;
+                continue;
+            }
+            match apply_add(tx, list, req, Trigger::AddWithConsent, now, Some(consent_id)) {
+                Ok(_) => {
+                    part.added += 1;
+                    part.mode_coerced += u64::from(*coerced);
+                }
+                Err(MailingError::AlreadySubscribed(_)) => part.skipped += 1,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok::<_, MailingError>(())
+    })?;
+    batch.clear();
+    report.added += part.added;
+    report.skipped += part.skipped;
+    report.mode_coerced += part.mode_coerced;
+    for s in part.error_samples {
+        if report.error_samples.len() < MAX_SAMPLES {
+            report.error_samples.push(s);
+        }
+    }
+    report.errors += part.errors;
+    Ok(())
+}

@@ -1,0 +1,348 @@
+//! Members of a list: adding under the list's subscription policy, reading by id or address,
+//! and the filtered listing.
+
+use super::model::{
+    Consent, DeliveryMode, ListStatus, MailingList, Member, MemberFilter, MemberId, MemberStatus, NewMember,
+    PendingReason, SubscriptionPolicy,
+};
+use super::state::{self, MemberState, Refusal, Trigger};
+use super::{MailingError, check_text, lists, subscriptions};
+use crate::Courrier;
+use crate::access::principal::{RequestCtx, audit_done};
+use crate::access::{Perm, Principal};
+use crate::kernel::{DomainName, EmailAddress, EventName, ListName, Page, Paged, Timestamp, parse_positive_id};
+use crate::storage::{StoreError, Tx, in_read, in_write};
+use serde_json::json;
+
+pub const MAX_CONSENT_SOURCE: usize = 200;
+pub const MAX_CONSENT_EVIDENCE: usize = 4096;
+pub const MIN_EMAIL_CONTAINS: usize = 2;
+
+/// A request to add or subscribe an address.
+#[derive(Debug, Clone)]
+pub struct AddMember {
+    pub email: EmailAddress,
+    pub display_name: Option<String>,
+    pub delivery_mode: DeliveryMode,
+    /// The caller attests consent: active at once whatever the policy; evidence required.
+    pub force: bool,
+    pub consent_source: Option<String>,
+    pub consent_evidence: Option<String>,
+    /// The client's address, kept with the consent record.
+    pub source_ip: Option<String>,
+}
+
+/// What adding an address did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AddOutcome {
+    Active(MemberId),
+    PendingConfirmation(MemberId),
+    PendingModeration(MemberId),
+}
+
+impl AddOutcome {
+    pub fn member_id(self) -> MemberId {
+        match self {
+            AddOutcome::Active(id) | AddOutcome::PendingConfirmation(id) | AddOutcome::PendingModeration(id) => id,
+        }
+    }
+
+    /// The contract's `status` of the add-member answer.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AddOutcome::Active(_) => "active",
+            AddOutcome::PendingConfirmation(_) => "pending_confirmation",
+            AddOutcome::PendingModeration(_) => "pending_moderation",
+        }
+    }
+}
+
+/// `{membre}`: a numeric id or an address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MemberRef {
+    Id(MemberId),
+    Email(EmailAddress),
+}
+
+impl MemberRef {
+    pub fn parse(s: &str) -> Result<Self, MailingError> {
+        if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+            let id = parse_positive_id(s).map_err(|e| MailingError::Invalid(e.to_string()))?;
+            return Ok(MemberRef::Id(MemberId::from_stored(id)));
+        }
+        Ok(MemberRef::Email(EmailAddress::parse(s)?))
+    }
+}
+
+impl MemberFilter {
+    /// Parses the listing's (and the export's) filters. Every invalid value is refused with its
+    /// reason, never ignored: a misspelt filter would otherwise list everyone.
+    pub fn parse(
+        status: Option<&str>,
+        delivery_mode: Option<&str>,
+        min_bounce_score: Option<&str>,
+        email_contains: Option<&str>,
+    ) -> Result<Self, MailingError> {
+        let status = status
+            .map(|s| {
+                MemberStatus::parse(s).ok_or_else(|| {
+                    MailingError::Invalid(format!("status {s:?} is not one of {}", MemberStatus::names().join(", ")))
+                })
+            })
+            .transpose()?;
+        let delivery_mode = delivery_mode.map(parse_delivery_mode).transpose()?;
+        let min_bounce_score = min_bounce_score
+            .map(|s| {
+                s.parse::<u32>().map_err(|_| {
+                    MailingError::Invalid(format!("min_bounce_score {s:?} must be a non-negative integer"))
+                })
+            })
+            .transpose()?;
+        let email_contains = email_contains
+            .map(|s| {
+                let n = s.chars().count();
+                if n < MIN_EMAIL_CONTAINS {
+                    Err(MailingError::Invalid(format!(
+                        "email_contains must be at least {MIN_EMAIL_CONTAINS} characters"
+                    )))
+                } else if n > 254 || s.chars().any(char::is_control) {
+                    Err(MailingError::Invalid(
+                        "email_contains must be at most 254 characters, none of them control characters".into(),
+                    ))
+                } else {
+                    Ok(s.to_lowercase())
+                }
+            })
+            .transpose()?;
+        Ok(Self { status, delivery_mode, min_bounce_score, email_contains })
+    }
+}
+
+pub fn parse_delivery_mode(s: &str) -> Result<DeliveryMode, MailingError> {
+    DeliveryMode::parse(s).ok_or_else(|| {
+        MailingError::Invalid(format!("delivery_mode {s:?} is not one of {}", DeliveryMode::names().join(", ")))
+    })
+}
+
+fn check_add(req: &AddMember) -> Result<(), MailingError> {
+    if let Some(n) = &req.display_name {
+        check_text("name", n, lists::MAX_DISPLAY_NAME, false)?;
+    }
+    if let Some(s) = &req.consent_source {
+        check_text("consent_source", s, MAX_CONSENT_SOURCE, false)?;
+    }
+    if let Some(e) = &req.consent_evidence {
+        check_text("consent_evidence", e, MAX_CONSENT_EVIDENCE, true)?;
+    }
+    let has_evidence = req.consent_evidence.as_deref().is_some_and(|e| !e.trim().is_empty());
+    if req.force && !has_evidence {
+        return Err(MailingError::ConsentEvidenceRequired(
+            "force adds the member whatever the list's policy: consent_evidence is required",
+        ));
+    }
+    Ok(())
+}
+
+/// The policy a subscription meets: an archived list takes none.
+fn effective_policy(list: &MailingList) -> SubscriptionPolicy {
+    match list.status {
+        ListStatus::Archived => SubscriptionPolicy::Closed,
+        ListStatus::Active => list.policies.subscription_policy,
+    }
+}
+
+pub fn add(
+    app: &Courrier,
+    p: &Principal,
+    ctx: &RequestCtx,
+    domain: &DomainName,
+    name: &ListName,
+    req: AddMember,
+) -> Result<AddOutcome, MailingError> {
+    let list = lists::authorized(app, p, ctx, Perm::MembersWrite, domain, name, "member.add")?;
+    check_add(&req)?;
+    let now = app.clock.now();
+    let token = crate::kernel::secrets::random_token(32);
+    let trigger = if req.force { Trigger::AddWithConsent } else { Trigger::Subscribe(effective_policy(&list)) };
+    let outcome = in_write(&*app.store, |tx| {
+        let outcome = apply_add(tx, &list, &req, trigger, now, None)?;
+        if let AddOutcome::PendingConfirmation(id) = outcome {
+            subscriptions::store_token(tx, id, &token, now)?;
+        }
+        audit_done(tx, p, ctx, now, "member.add", &format!("member:{}:{}", list.address(), outcome.member_id()))?;
+        Ok::<_, MailingError>(outcome)
+    })?;
+    if let AddOutcome::PendingConfirmation(_) = outcome {
+        subscriptions::send_confirmation(app, &list, &req.email, &token, now);
+    }
+    Ok(outcome)
+}
+
+/// The write of one addition, inside the caller's transaction: the state machine decides, the
+/// member row and its consent record are written (or linked to `shared_consent`, the one record
+/// of an import), and the event is recorded.
+pub(super) fn apply_add(
+    tx: &mut dyn Tx,
+    list: &MailingList,
+    req: &AddMember,
+    trigger: Trigger,
+    now: Timestamp,
+    shared_consent: Option<i64>,
+) -> Result<AddOutcome, MailingError> {
+    let existing = tx.member_by_email(list.id, &req.email)?;
+    let from = existing.as_ref().map_or(MemberState::Absent, |m| MemberState::of(m.status, m.pending_reason));
+    let to = state::next(from, trigger).map_err(|r| match r {
+        Refusal::AlreadySubscribed => MailingError::AlreadySubscribed(req.email.to_string()),
+        Refusal::Closed => MailingError::SubscriptionClosed,
+        Refusal::NotApplicable => MailingError::Conflict("this subscription cannot change that way".into()),
+    })?;
+    let Some((status, pending_reason)) = to.stored() else {
+        return Err(MailingError::Conflict("this subscription cannot change that way".into()));
+    };
+    let attested = req.consent_source.is_some() || req.consent_evidence.is_some();
+    let consent_id = if shared_consent.is_some() {
+        shared_consent
+    } else if attested {
+        Some(tx.insert_consent(&Consent {
+            source: req.consent_source.clone(),
+            evidence: req.consent_evidence.clone(),
+            ip: req.source_ip.clone(),
+            at: now,
+        })?)
+    } else {
+        None
+    };
+    let active = status == MemberStatus::Active;
+    let id = match existing {
+        Some(mut m) => {
+            let was = MemberState::of(m.status, m.pending_reason);
+            m.status = status;
+            m.pending_reason = pending_reason;
+            m.delivery_mode = req.delivery_mode;
+            if req.display_name.is_some() {
+                m.display_name.clone_from(&req.display_name);
+            }
+            if active {
+                m.subscribed_at = Some(now);
+            }
+            if attested {
+                m.consent_source.clone_from(&req.consent_source);
+                m.consent_at = Some(now);
+            }
+            tx.update_member(&m, consent_id, now)?;
+            if was == to {
+                // A repeated pending request: nothing new to announce.
+                return Ok(outcome_of(to, m.id));
+            }
+            m.id
+        }
+        None => {
+            let new = NewMember {
+                list_id: list.id,
+                email: req.email.clone(),
+                display_name: req.display_name.clone(),
+                status,
+                pending_reason,
+                delivery_mode: req.delivery_mode,
+                subscribed_at: active.then_some(now),
+                consent_source: req.consent_source.clone(),
+                consent_at: attested.then_some(now),
+                consent_id,
+            };
+            tx.insert_member(&new, now).map_err(|e| match e {
+                StoreError::Duplicate => MailingError::AlreadySubscribed(req.email.to_string()),
+                other => other.into(),
+            })?
+        }
+    };
+    let event = if active { EventName::MemberAdded } else { EventName::SubscriptionPending };
+    let mut data =
+        json!({ "member_id": id.get(), "email": req.email.to_string(), "delivery_mode": req.delivery_mode.as_str() });
+    if let Some(r) = pending_reason {
+        data["pending_reason"] = json!(r.as_str());
+    }
+    lists::emit(tx, event, list, data, now)?;
+    Ok(outcome_of(to, id))
+}
+
+fn outcome_of(state: MemberState, id: MemberId) -> AddOutcome {
+    match state {
+        MemberState::Pending(PendingReason::Confirmation) => AddOutcome::PendingConfirmation(id),
+        MemberState::Pending(PendingReason::Moderation) => AddOutcome::PendingModeration(id),
+        _ => AddOutcome::Active(id),
+    }
+}
+
+pub fn get(
+    app: &Courrier,
+    p: &Principal,
+    ctx: &RequestCtx,
+    domain: &DomainName,
+    name: &ListName,
+    member: &MemberRef,
+) -> Result<Member, MailingError> {
+    let list = lists::authorized(app, p, ctx, Perm::Read, domain, name, "member.read")?;
+    let found = in_read(&*app.store, |tx| match member {
+        MemberRef::Id(id) => tx.member_by_id(list.id, *id),
+        MemberRef::Email(e) => tx.member_by_email(list.id, e),
+    })?;
+    found.ok_or(MailingError::NotFound("member"))
+}
+
+pub fn list(
+    app: &Courrier,
+    p: &Principal,
+    ctx: &RequestCtx,
+    domain: &DomainName,
+    name: &ListName,
+    filter: &MemberFilter,
+    page: Page,
+) -> Result<Paged<Member>, MailingError> {
+    let list = lists::authorized(app, p, ctx, Perm::Read, domain, name, "member.list")?;
+    Ok(in_read(&*app.store, |tx| tx.list_members(list.id, filter, page))?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filters_refuse_what_they_cannot_apply() {
+        assert!(MemberFilter::parse(Some("gone"), None, None, None).is_err());
+        assert!(MemberFilter::parse(None, Some("weekly"), None, None).is_err());
+        assert!(MemberFilter::parse(None, None, Some("-1"), None).is_err());
+        assert!(MemberFilter::parse(None, None, Some("x"), None).is_err());
+        assert!(MemberFilter::parse(None, None, None, Some("a")).is_err());
+        assert!(MemberFilter::parse(None, None, None, Some("é")).is_err(), "one character, two bytes");
+        let f = MemberFilter::parse(Some("active"), Some("digest"), Some("3"), Some("Ab%_")).unwrap();
+        assert_eq!(f.status, Some(MemberStatus::Active));
+        assert_eq!(f.delivery_mode, Some(DeliveryMode::Digest));
+        assert_eq!(f.min_bounce_score, Some(3));
+        assert_eq!(f.email_contains.as_deref(), Some("ab%_"));
+    }
+
+    #[test]
+    fn member_refs() {
+        assert_eq!(MemberRef::parse("12").unwrap(), MemberRef::Id(MemberId::from_stored(12)));
+        assert!(matches!(MemberRef::parse("a@example.org").unwrap(), MemberRef::Email(_)));
+        assert!(MemberRef::parse("0").is_err());
+        assert!(MemberRef::parse("nobody").is_err());
+    }
+
+    #[test]
+    fn force_needs_evidence() {
+        let req = |force, evidence: Option<&str>| AddMember {
+            email: EmailAddress::parse("a@example.org").unwrap(),
+            display_name: None,
+            delivery_mode: DeliveryMode::Regular,
+            force,
+            consent_source: None,
+            consent_evidence: evidence.map(str::to_owned),
+            source_ip: None,
+        };
+        assert!(matches!(check_add(&req(true, None)), Err(MailingError::ConsentEvidenceRequired(_))));
+        assert!(matches!(check_add(&req(true, Some("  "))), Err(MailingError::ConsentEvidenceRequired(_))));
+        assert!(check_add(&req(true, Some("signed form 2026-11-02"))).is_ok());
+        assert!(check_add(&req(false, None)).is_ok());
+    }
+}

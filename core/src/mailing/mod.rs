@@ -1,0 +1,100 @@
+//! The mailing-list service: sending domains, lists and their policies, members and their
+//! subscriptions, CSV import and export, the dashboard, and the Idempotency-Key registry.
+//!
+//! Every operation authorises through [`crate::access::Principal::authorize`] on the domain or
+//! list it touches (404 out of reach, 403 without the permission, both audited) and commits its
+//! change with its audit entry and its lifecycle event in one transaction.
+
+pub mod dashboard;
+pub mod domains;
+pub mod export;
+pub mod idempotency;
+pub mod import;
+pub mod lists;
+pub mod members;
+pub mod model;
+pub mod state;
+pub mod subscriptions;
+
+use crate::access::AccessError;
+use crate::kernel::{Code, CoreError, NameError, PageError, SendError};
+use crate::storage::StoreError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum MailingError {
+    #[error(transparent)]
+    Access(#[from] AccessError),
+    #[error("{0} not found")]
+    NotFound(&'static str),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0} is already an active subscriber of this list")]
+    AlreadySubscribed(String),
+    #[error("this list is closed to subscription")]
+    SubscriptionClosed,
+    #[error("{0}")]
+    ConsentEvidenceRequired(&'static str),
+    #[error("the same Idempotency-Key was used with another request")]
+    IdempotencyConflict,
+    #[error("a request with this Idempotency-Key is still being executed; retry shortly")]
+    IdempotencyInProgress,
+    #[error("Idempotency-Key is only supported with API keys (the replay registry is kept per key)")]
+    IdempotencyUnsupported,
+    #[error(
+        "the document exceeds {limit_mib} MiB: the {imported} rows read before the cut were imported; split the rest into smaller files and import them"
+    )]
+    DocumentTooLarge { limit_mib: u64, imported: u64 },
+    #[error(transparent)]
+    Name(#[from] NameError),
+    #[error(transparent)]
+    Page(#[from] PageError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("the mail could not be sent: {0}")]
+    Mail(#[from] SendError),
+}
+
+impl CoreError for MailingError {
+    fn code(&self) -> Code {
+        match self {
+            MailingError::Access(e) => e.code(),
+            MailingError::NotFound(_) => Code::NotFound,
+            MailingError::Invalid(_) => Code::ValidationFailed,
+            MailingError::Conflict(_) => Code::Conflict,
+            MailingError::AlreadySubscribed(_) => Code::AlreadySubscribed,
+            MailingError::SubscriptionClosed => Code::SubscriptionClosed,
+            MailingError::ConsentEvidenceRequired(_) => Code::ConsentEvidenceRequired,
+            MailingError::IdempotencyConflict => Code::IdempotencyConflict,
+            MailingError::IdempotencyInProgress => Code::IdempotencyInProgress,
+            MailingError::IdempotencyUnsupported => Code::IdempotencyUnsupported,
+            MailingError::DocumentTooLarge { .. } => Code::DocumentTooLarge,
+            MailingError::Name(e) => e.code(),
+            MailingError::Page(e) => e.code(),
+            MailingError::Store(e) => e.code(),
+            MailingError::Mail(e) => e.code(),
+        }
+    }
+
+    fn retry_after(&self) -> Option<u64> {
+        match self {
+            MailingError::Access(e) => e.retry_after(),
+            MailingError::IdempotencyInProgress => Some(1),
+            _ => None,
+        }
+    }
+}
+
+/// Free text given by a caller (display names, subject tags, footers): bounded, and without
+/// control characters other than line breaks and tabs where `multiline`.
+pub(crate) fn check_text(field: &str, value: &str, max_chars: usize, multiline: bool) -> Result<(), MailingError> {
+    let bad = |c: char| c.is_control() && !(multiline && matches!(c, '\n' | '\r' | '\t'));
+    if value.chars().count() > max_chars || value.chars().any(bad) {
+        let what = if multiline { "" } else { " or line breaks" };
+        return Err(MailingError::Invalid(format!(
+            "{field} must be at most {max_chars} characters without control characters{what}"
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,231 @@
+//! The mailing context's types: domains, lists with their policies, members and their states.
+
+use crate::id_type;
+use crate::kernel::{DomainName, EmailAddress, ListName, Timestamp};
+
+id_type!(
+    /// A sending domain.
+    DomainId
+);
+id_type!(
+    /// A mailing list.
+    ListId
+);
+id_type!(
+    /// A member of one list (the same address on two lists is two members).
+    MemberId
+);
+
+/// Declares a closed enum with its wire names, `as_str`, `parse` and `ALL`: states and policies
+/// are stored and shown by these names and nothing else.
+macro_rules! wire_enum {
+    ($(#[$m:meta])* $name:ident { $($variant:ident = $wire:literal),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum $name { $($variant),+ }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $wire),+ }
+            }
+
+            pub fn parse(s: &str) -> Option<Self> {
+                Self::ALL.iter().copied().find(|v| v.as_str() == s)
+            }
+
+            /// The wire names, for error messages and schemas.
+            pub fn names() -> Vec<&'static str> {
+                Self::ALL.iter().map(|v| v.as_str()).collect()
+            }
+        }
+    };
+}
+
+wire_enum!(
+    /// A domain starts `pending_mta` (its MTA is not yet known to route mail for it).
+    DomainStatus { PendingMta = "pending_mta", Active = "active", Disabled = "disabled" }
+);
+wire_enum!(
+    /// What happens to a new subscription: `open` activates at once, `confirm` mails a
+    /// confirmation link, `moderate` holds it for a moderator, `closed` refuses it (403).
+    SubscriptionPolicy { Open = "open", Confirm = "confirm", Moderate = "moderate", Closed = "closed" }
+);
+wire_enum!(
+    /// Who may post to the list (enforced by the send pipeline).
+    PostingPolicy { Members = "members", Moderated = "moderated", Owners = "owners", Open = "open" }
+);
+wire_enum!(ListKind { Announce = "announce", Discussion = "discussion" });
+wire_enum!(ListStatus { Active = "active", Archived = "archived" });
+wire_enum!(ReplyTo { List = "list", Poster = "poster" });
+wire_enum!(DigestFrequency { Daily = "daily", Weekly = "weekly" });
+wire_enum!(
+    MemberStatus { Pending = "pending", Active = "active", Disabled = "disabled", Unsubscribed = "unsubscribed", Removed = "removed" }
+);
+wire_enum!(
+    /// Why a member is `pending`.
+    PendingReason { Confirmation = "confirmation", Moderation = "moderation" }
+);
+wire_enum!(DeliveryMode { Regular = "regular", Digest = "digest", Nomail = "nomail" });
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Domain {
+    pub id: DomainId,
+    pub name: DomainName,
+    pub status: DomainStatus,
+    pub dkim_selector: Option<String>,
+    pub default_subscription_policy: SubscriptionPolicy,
+    pub dns_ok: Option<bool>,
+    pub dns_checked_at: Option<Timestamp>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+/// The settable policies of a list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListPolicies {
+    pub subscription_policy: SubscriptionPolicy,
+    pub posting_policy: PostingPolicy,
+    pub subject_tag: Option<String>,
+    pub footer_text: Option<String>,
+    pub footer_html: Option<String>,
+    pub reply_to: ReplyTo,
+    pub bounce_disable_score: u32,
+    pub digest_frequency: DigestFrequency,
+    pub max_message_kb: u32,
+}
+
+impl ListPolicies {
+    /// A new list's policies; the subscription policy comes from its domain's default unless given.
+    pub fn defaults(subscription_policy: SubscriptionPolicy, kind: ListKind) -> Self {
+        Self {
+            subscription_policy,
+            // An announcement list takes posts from its owners only; a discussion list from members.
+            posting_policy: match kind {
+                ListKind::Announce => PostingPolicy::Owners,
+                ListKind::Discussion => PostingPolicy::Members,
+            },
+            subject_tag: None,
+            footer_text: None,
+            footer_html: None,
+            reply_to: ReplyTo::List,
+            bounce_disable_score: 5,
+            digest_frequency: DigestFrequency::Daily,
+            max_message_kb: 1024,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MailingList {
+    pub id: ListId,
+    pub domain_id: DomainId,
+    pub domain: DomainName,
+    pub name: ListName,
+    pub display_name: String,
+    pub kind: ListKind,
+    pub status: ListStatus,
+    pub send_suspended: bool,
+    pub policies: ListPolicies,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+impl MailingList {
+    /// `news@example.org`.
+    pub fn address(&self) -> String {
+        format!("{}@{}", self.name, self.domain)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    pub id: MemberId,
+    pub list_id: ListId,
+    pub email: EmailAddress,
+    pub display_name: Option<String>,
+    pub status: MemberStatus,
+    pub pending_reason: Option<PendingReason>,
+    pub delivery_mode: DeliveryMode,
+    pub bounce_score: u32,
+    pub subscribed_at: Option<Timestamp>,
+    pub last_bounce_at: Option<Timestamp>,
+    pub disabled_reason: Option<String>,
+    pub disabled_at: Option<Timestamp>,
+    pub consent_source: Option<String>,
+    pub consent_at: Option<Timestamp>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+/// A member about to be stored (no id yet).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewMember {
+    pub list_id: ListId,
+    pub email: EmailAddress,
+    pub display_name: Option<String>,
+    pub status: MemberStatus,
+    pub pending_reason: Option<PendingReason>,
+    pub delivery_mode: DeliveryMode,
+    pub subscribed_at: Option<Timestamp>,
+    pub consent_source: Option<String>,
+    pub consent_at: Option<Timestamp>,
+    pub consent_id: Option<i64>,
+}
+
+/// An act of consent, stored for the record and never shown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Consent {
+    pub source: Option<String>,
+    pub evidence: Option<String>,
+    pub ip: Option<String>,
+    pub at: Timestamp,
+}
+
+/// The member listing's filters, all applied in the query.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MemberFilter {
+    pub status: Option<MemberStatus>,
+    pub delivery_mode: Option<DeliveryMode>,
+    pub min_bounce_score: Option<u32>,
+    /// Lowercased; at least two characters; `%` and `_` are plain characters.
+    pub email_contains: Option<String>,
+}
+
+/// Which lists of a domain a listing shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListVisibility {
+    All,
+    Only(Vec<ListName>),
+}
+
+/// Which domains a listing shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DomainVisibility {
+    All,
+    Only(Vec<DomainName>),
+}
+
+/// Member counts by status.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StatusCounts {
+    pub pending: u64,
+    pub active: u64,
+    pub disabled: u64,
+    pub unsubscribed: u64,
+    pub removed: u64,
+}
+
+impl StatusCounts {
+    pub fn add(&mut self, status: MemberStatus, n: u64) {
+        let slot = match status {
+            MemberStatus::Pending => &mut self.pending,
+            MemberStatus::Active => &mut self.active,
+            MemberStatus::Disabled => &mut self.disabled,
+            MemberStatus::Unsubscribed => &mut self.unsubscribed,
+            MemberStatus::Removed => &mut self.removed,
+        };
+        *slot += n;
+    }
+}
