@@ -25,6 +25,12 @@ pub enum CliError {
     Input { code: Code, message: String },
     #[error("cannot read the password from standard input: {0}")]
     Stdin(std::io::Error),
+    #[error(transparent)]
+    Mailing(#[from] courrier_core::mailing::MailingError),
+    #[error("cannot open {path}: {source}")]
+    File { path: String, source: std::io::Error },
+    #[error("cannot write the output: {0}")]
+    Output(std::io::Error),
 }
 
 impl From<courrier_http::error::ApiError> for CliError {
@@ -43,7 +49,9 @@ impl CoreError for CliError {
             CliError::Access(e) => e.code(),
             CliError::Name(e) => e.code(),
             CliError::Input { code, .. } => *code,
-            CliError::Stdin(_) => Code::ValidationFailed,
+            CliError::Stdin(_) | CliError::File { .. } => Code::ValidationFailed,
+            CliError::Mailing(e) => e.code(),
+            CliError::Output(_) => Code::Internal,
         }
     }
 }

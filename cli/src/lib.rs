@@ -4,6 +4,7 @@
 mod admin;
 pub mod config;
 pub mod error;
+mod members;
 pub mod server;
 
 use clap::{Parser, Subcommand};
@@ -40,6 +41,15 @@ pub enum Command {
     Role(admin::RoleCommand),
     /// Create an API key for an account; prints its secret (shown once).
     CreateApiKey(admin::CreateApiKey),
+    /// Sending domains.
+    #[command(subcommand)]
+    Domain(members::DomainCommand),
+    /// Mailing lists.
+    #[command(subcommand)]
+    List(members::ListCommand),
+    /// Members of a list: CSV import and export.
+    #[command(subcommand)]
+    Members(members::MembersCommand),
 }
 
 /// What the binary was built from (see build.rs).
@@ -102,6 +112,9 @@ fn execute(cli: Cli) -> Result<(), CliError> {
         Command::User(cmd) => admin::user(&config, cmd, cli.json),
         Command::Role(cmd) => admin::role(&config, cmd, cli.json),
         Command::CreateApiKey(cmd) => admin::create_api_key(&config, cmd, cli.json),
+        Command::Domain(cmd) => members::domain(&config, cmd, cli.json),
+        Command::List(cmd) => members::list(&config, cmd, cli.json),
+        Command::Members(cmd) => members::members(&config, cmd, cli.json),
     }
 }
 

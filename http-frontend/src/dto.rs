@@ -164,7 +164,7 @@ pub fn import_report(r: &ImportReport) -> Value {
         "skipped": r.skipped,
         "errors": r.errors,
         "mode_coerced": r.mode_coerced,
-        "error_samples": r.error_samples.iter().map(|e| json!({ "line": e.line, "reason": e.reason })).collect::<Vec<_>>(),
+        "error_samples": r.error_samples.iter().map(|e| json!({ "row": e.row, "reason": e.reason })).collect::<Vec<_>>(),
     })
 }
 

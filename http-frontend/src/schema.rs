@@ -478,7 +478,7 @@ pub const IMPORT_REPORT: Schema = Schema(|| {
             "errors": { "type": "integer" },
             "mode_coerced": { "type": "integer" },
             "error_samples": { "type": "array", "items": {
-                "type": "object", "properties": { "line": { "type": "integer" }, "reason": { "type": "string" } }
+                "type": "object", "properties": { "row": { "type": "integer" }, "reason": { "type": "string" } }
             } }
         }),
     )

@@ -15,7 +15,7 @@ use courrier_tests::harness::{Resp, SmtpSink, TestApp, run_cli_with_stdin};
 use serde_json::{Value, json};
 use std::time::Duration;
 
-const PASSWORD: &str = "correct horse battery staple";
+pub(crate) const PASSWORD: &str = "correct horse battery staple";
 
 fn email(s: &str) -> EmailAddress {
     EmailAddress::parse(s).unwrap()
@@ -27,7 +27,7 @@ fn list(s: &str) -> ListName {
     ListName::parse(s).unwrap()
 }
 
-fn make_user(core: &Courrier, address: &str, grant: &[Role]) -> User {
+pub(crate) fn make_user(core: &Courrier, address: &str, grant: &[Role]) -> User {
     let (p, ctx) = (Principal::operator(), RequestCtx::cli());
     let new = users::NewUser { email: email(address), profile: Profile::default(), password: Some(PASSWORD.into()) };
     let (user, _) = users::create(core, &p, &ctx, new).unwrap();
@@ -37,7 +37,7 @@ fn make_user(core: &Courrier, address: &str, grant: &[Role]) -> User {
     user
 }
 
-fn make_key(core: &Courrier, user: &User, scope: KeyScope, perms: &[Perm], rate: Option<u32>) -> String {
+pub(crate) fn make_key(core: &Courrier, user: &User, scope: KeyScope, perms: &[Perm], rate: Option<u32>) -> String {
     let grants = users::by_email(core, &user.email).unwrap().1;
     let new = keys::NewKey {
         name: "test".into(),
@@ -52,7 +52,7 @@ fn make_key(core: &Courrier, user: &User, scope: KeyScope, perms: &[Perm], rate:
 }
 
 /// A domain (created when missing) and a list on it, through core as the operator.
-pub fn make_list(core: &Courrier, d: &str, l: &str, owner: &str, policy: SubscriptionPolicy) {
+pub(crate) fn make_list(core: &Courrier, d: &str, l: &str, owner: &str, policy: SubscriptionPolicy) {
     let (p, ctx) = (Principal::operator(), RequestCtx::cli());
     if domains::get(core, &p, &ctx, &domain(d)).is_err() {
         let req = domains::NewDomainRequest { name: domain(d), dkim_selector: None, default_subscription_policy: None };
@@ -68,11 +68,11 @@ pub fn make_list(core: &Courrier, d: &str, l: &str, owner: &str, policy: Subscri
     lists::create(core, &p, &ctx, &domain(d), req).unwrap();
 }
 
-fn bearer(key: &str) -> (&'static str, String) {
+pub(crate) fn bearer(key: &str) -> (&'static str, String) {
     ("authorization", format!("Bearer {key}"))
 }
 
-fn call(app: &TestApp, method: &str, path: &str, headers: &[(&str, String)], body: Option<&Value>) -> Resp {
+pub(crate) fn call(app: &TestApp, method: &str, path: &str, headers: &[(&str, String)], body: Option<&Value>) -> Resp {
     let mut h: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let bytes = body.map(|b| match b {
         Value::String(csv) => csv.clone().into_bytes(),
@@ -86,12 +86,12 @@ fn call(app: &TestApp, method: &str, path: &str, headers: &[(&str, String)], bod
     app.client.request(method, path, &h, bytes.as_deref())
 }
 
-struct Session {
-    cookie: String,
-    csrf: String,
+pub(crate) struct Session {
+    pub(crate) cookie: String,
+    pub(crate) csrf: String,
 }
 
-fn login(app: &TestApp, address: &str) -> Session {
+pub(crate) fn login(app: &TestApp, address: &str) -> Session {
     let resp = app.client.post_json("/api/v1/auth/login", &json!({ "email": address, "password": PASSWORD }));
     assert_eq!(resp.status, 200, "{}", resp.body);
     let set_cookie = resp.header("set-cookie").unwrap().to_owned();

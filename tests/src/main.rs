@@ -5,6 +5,7 @@
 mod access;
 mod cli;
 mod envelopes;
+mod members;
 mod openapi;
 mod shutdown;
 mod smtp;

@@ -80,15 +80,16 @@ pub(super) fn refuse(
 
 pub fn create(app: &Courrier, p: &Principal, ctx: &RequestCtx, req: NewDomainRequest) -> Result<Domain, MailingError> {
     let target = format!("domain:{}", req.name);
-    p.authorize(Perm::Manage, &Target::Installation, "domain")
-        .and_then(|()| {
-            if p.is_site_admin() {
-                Ok(())
-            } else {
-                Err(crate::access::AccessError::Forbidden("only a site administrator creates domains".into()))
-            }
-        })
-        .map_err(|e| MailingError::Access(audited_refusal(app, p, ctx, "domain.create", &target, e)))?;
+    // Creating a domain is the installation's business: a key scoped to a domain or a list does
+    // not reach it (404); anyone else but a site administrator with manage is refused (403).
+    let allowed = p.authorize_self(Perm::Manage).and_then(|()| {
+        if p.is_site_admin() {
+            Ok(())
+        } else {
+            Err(crate::access::AccessError::Forbidden("only a site administrator creates domains".into()))
+        }
+    });
+    allowed.map_err(|e| MailingError::Access(audited_refusal(app, p, ctx, "domain.create", &target, e)))?;
     if let Some(s) = &req.dkim_selector {
         check_selector(s)?;
     }

@@ -28,8 +28,8 @@ pub struct SizeLimitExceeded;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RowError {
-    /// 1-based line of the document (the header is line 1).
-    pub line: u64,
+    /// The record's number, the header being 1 (its line too, unless quoted fields span lines).
+    pub row: u64,
     pub reason: String,
 }
 
@@ -44,10 +44,10 @@ pub struct ImportReport {
 }
 
 impl ImportReport {
-    fn error(&mut self, line: u64, reason: String) {
+    fn error(&mut self, row: u64, reason: String) {
         self.errors += 1;
         if self.error_samples.len() < MAX_SAMPLES {
-            self.error_samples.push(RowError { line, reason });
+            self.error_samples.push(RowError { row, reason });
         }
     }
 }
@@ -149,9 +149,8 @@ pub fn import(
         let more = match reader.read_byte_record(&mut record) {
             Ok(more) => more,
             Err(e) if is_csv_row_error(&e) => {
-                let line = e.position().map_or(0, |p| p.line());
                 report.total += 1;
-                report.error(line, format!("unreadable row: {e}"));
+                report.error(report.total + 1, format!("unreadable row: {e}"));
                 continue;
             }
             Err(e) => {
@@ -160,8 +159,8 @@ pub fn import(
             }
         };
         if more {
-            let line = record.position().map_or(0, |p| p.line());
             report.total += 1;
+            let line = report.total + 1;
             let (row, coerced) = parse_row(&record, &cols, consent);
             batch.push((line, row, coerced));
         }

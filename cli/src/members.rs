@@ -1,0 +1,173 @@
+//! `courrier domain create`, `courrier list create`, `courrier members import|export`: the
+//! operator's side of the mailing lists, through the same core calls as the API.
+
+use crate::config::Config;
+use crate::error::CliError;
+use crate::server::wire;
+use clap::Subcommand;
+use courrier_core::access::Principal;
+use courrier_core::access::principal::RequestCtx;
+use courrier_core::kernel::{DomainName, EmailAddress, ListName};
+use courrier_core::mailing::import::{self, ImportConsent};
+use courrier_core::mailing::model::{MemberFilter, SubscriptionPolicy};
+use courrier_core::mailing::{domains, export, lists};
+use std::io::Write;
+use std::path::PathBuf;
+
+#[derive(Debug, Subcommand)]
+pub enum DomainCommand {
+    /// Create a sending domain (state pending_mta).
+    Create {
+        name: String,
+        #[arg(long)]
+        dkim_selector: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ListCommand {
+    /// Create a list on a domain, owned by an existing account.
+    Create {
+        #[arg(long)]
+        domain: String,
+        #[arg(long)]
+        list: String,
+        #[arg(long)]
+        display_name: String,
+        #[arg(long)]
+        owner: String,
+        #[arg(long, value_parser = ["open", "confirm", "moderate", "closed"])]
+        subscription_policy: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum MembersCommand {
+    /// Import a CSV document (header email,display_name,delivery_mode); rows become active members.
+    Import {
+        #[arg(long)]
+        domain: String,
+        #[arg(long)]
+        list: String,
+        /// The consent covering every row (required).
+        #[arg(long)]
+        consent_evidence: String,
+        /// The CSV file; `-` reads standard input.
+        file: PathBuf,
+    },
+    /// Export the members as CSV (email,display_name,delivery_mode,status,subscribed_at).
+    Export {
+        #[arg(long)]
+        domain: String,
+        #[arg(long)]
+        list: String,
+        #[arg(long)]
+        status: Option<String>,
+        #[arg(long)]
+        delivery_mode: Option<String>,
+        /// Write here instead of standard output.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
+}
+
+fn names(domain: &str, list: &str) -> Result<(DomainName, ListName), CliError> {
+    Ok((DomainName::parse(domain)?, ListName::parse(list)?))
+}
+
+pub fn domain(config: &Config, cmd: DomainCommand, json: bool) -> Result<(), CliError> {
+    let app = wire(config, crate::build_info())?;
+    let DomainCommand::Create { name, dkim_selector } = cmd;
+    let req =
+        domains::NewDomainRequest { name: DomainName::parse(&name)?, dkim_selector, default_subscription_policy: None };
+    let d = domains::create(&app, &Principal::operator(), &RequestCtx::cli(), req)?;
+    if json {
+        println!("{}", courrier_http::dto::domain(&d));
+    } else {
+        println!("domain {} created ({})", d.name, d.status.as_str());
+    }
+    Ok(())
+}
+
+pub fn list(config: &Config, cmd: ListCommand, json: bool) -> Result<(), CliError> {
+    let app = wire(config, crate::build_info())?;
+    let ListCommand::Create { domain, list, display_name, owner, subscription_policy } = cmd;
+    let (d, l) = names(&domain, &list)?;
+    let req = lists::NewList {
+        name: l,
+        display_name,
+        owner: EmailAddress::parse(&owner)?,
+        kind: None,
+        subscription_policy: subscription_policy.as_deref().and_then(SubscriptionPolicy::parse),
+    };
+    let created = lists::create(&app, &Principal::operator(), &RequestCtx::cli(), &d, req)?;
+    if json {
+        println!("{}", courrier_http::dto::list_detail(&created));
+    } else {
+        println!("list {} created", created.address());
+    }
+    Ok(())
+}
+
+pub fn members(config: &Config, cmd: MembersCommand, json: bool) -> Result<(), CliError> {
+    let app = wire(config, crate::build_info())?;
+    let (p, ctx) = (Principal::operator(), RequestCtx::cli());
+    match cmd {
+        MembersCommand::Import { domain, list, consent_evidence, file } => {
+            let (d, l) = names(&domain, &list)?;
+            let target = import::authorize(&app, &p, &ctx, &d, &l)?;
+            let consent = ImportConsent::new(Some(&consent_evidence), None)?;
+            let (reader, size): (Box<dyn std::io::Read>, Option<u64>) = if file.as_os_str() == "-" {
+                (Box::new(std::io::stdin().lock()), None)
+            } else {
+                let f = std::fs::File::open(&file)
+                    .map_err(|e| CliError::File { path: file.display().to_string(), source: e })?;
+                let size = f.metadata().ok().map(|m| m.len());
+                (Box::new(f), size)
+            };
+            // A progress bar on a terminal only (indicatif draws nothing when stderr is not one).
+            let bar = match size {
+                Some(n) => indicatif::ProgressBar::new(n),
+                None => indicatif::ProgressBar::new_spinner(),
+            };
+            bar.set_style(
+                indicatif::ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            let report =
+                import::import(&app, &p, &ctx, &target, &consent, std::io::BufReader::new(bar.wrap_read(reader)));
+            bar.finish_and_clear();
+            let report = report?;
+            if json {
+                println!("{}", courrier_http::dto::import_report(&report));
+            } else {
+                println!(
+                    "{} rows: {} added, {} skipped (already on the list), {} errors, {} delivery modes set to regular",
+                    report.total, report.added, report.skipped, report.errors, report.mode_coerced
+                );
+                for s in &report.error_samples {
+                    println!("  row {}: {}", s.row, s.reason);
+                }
+            }
+            Ok(())
+        }
+        MembersCommand::Export { domain, list, status, delivery_mode, output } => {
+            let (d, l) = names(&domain, &list)?;
+            let filter = MemberFilter::parse(status.as_deref(), delivery_mode.as_deref(), None, None)?;
+            let mut exp = export::open(&app, &p, &ctx, &d, &l, filter)?;
+            let mut out: Box<dyn Write> = match &output {
+                Some(path) => Box::new(std::io::BufWriter::new(
+                    std::fs::File::create(path)
+                        .map_err(|e| CliError::File { path: path.display().to_string(), source: e })?,
+                )),
+                None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+            };
+            let write = |out: &mut Box<dyn Write>, s: &str| out.write_all(s.as_bytes()).map_err(CliError::Output);
+            write(&mut out, export::HEADER)?;
+            while let Some(chunk) = exp.next_chunk(&app)? {
+                write(&mut out, &chunk)?;
+            }
+            out.flush().map_err(CliError::Output)
+        }
+    }
+}
