@@ -82,10 +82,30 @@ pub fn run(bound: Bound, shutdown: impl Future<Output = ()> + Send + 'static) ->
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::from_std(bound.listener).map_err(CliError::Serve)?;
         tracing::info!(addr = %listener.local_addr().map_err(CliError::Serve)?, "listening");
-        courrier_http::server::serve(listener, bound.router, ServerLimits::default(), shutdown)
-            .await
-            .map_err(CliError::Serve)
+        let housekeeping = tokio::spawn(housekeeping(Arc::clone(&bound.app)));
+        let served = courrier_http::server::serve(listener, bound.router, ServerLimits::default(), shutdown).await;
+        housekeeping.abort();
+        served.map_err(CliError::Serve)
     })
+}
+
+/// Periodic chores of a running server: expired Idempotency-Key records are deleted hourly
+/// (they answer nothing once expired; deleting keeps the registry the size of one day).
+async fn housekeeping(app: Arc<courrier_core::Courrier>) {
+    let mut every = tokio::time::interval(std::time::Duration::from_secs(3600));
+    loop {
+        every.tick().await;
+        let app = Arc::clone(&app);
+        let purged =
+            tokio::task::spawn_blocking(move || courrier_core::mailing::idempotency::purge(&app, app.clock.now()))
+                .await;
+        match purged {
+            Ok(Ok(n)) if n > 0 => tracing::info!(records = n, "expired idempotency records deleted"),
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "idempotency purge failed"),
+            Err(e) => tracing::warn!(error = %e, "idempotency purge task failed"),
+        }
+    }
 }
 
 /// Resolves on SIGTERM or SIGINT.

@@ -403,6 +403,7 @@ struct CreateKeyBody {
     list: Option<String>,
     perms: Vec<String>,
     expires_at: Option<String>,
+    #[serde(default, with = "crate::body::whole")]
     rate_limit_per_min: Option<u32>,
 }
 

@@ -93,6 +93,26 @@ fn classify(e: &serde_json::Error) -> ApiError {
     }
 }
 
+/// An optional whole number that JSON may write as `5` or `5.0` (JSON Schema calls both
+/// integers, so clients and fuzzers send either): `#[serde(default, with = "body::whole")]`.
+pub mod whole {
+    use serde::{Deserialize, Deserializer, de::Error};
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+        match Option::<serde_json::Number>::deserialize(d)? {
+            None => Ok(None),
+            Some(n) => {
+                let whole =
+                    n.as_u64().or_else(|| n.as_f64().filter(|f| f.fract() == 0.0 && *f >= 0.0).map(|f| f as u64));
+                whole
+                    .and_then(|w| u32::try_from(w).ok())
+                    .map(Some)
+                    .ok_or_else(|| D::Error::custom(format!("{n} is not a whole number from 0 to {}", u32::MAX)))
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

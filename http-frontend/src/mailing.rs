@@ -376,8 +376,10 @@ struct ListPatchBody {
     #[serde(default, with = "patch_text")]
     footer_html: Option<Option<String>>,
     reply_to: Option<String>,
+    #[serde(default, with = "crate::body::whole")]
     bounce_disable_score: Option<u32>,
     digest_frequency: Option<String>,
+    #[serde(default, with = "crate::body::whole")]
     max_message_kb: Option<u32>,
 }
 

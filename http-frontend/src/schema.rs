@@ -312,7 +312,9 @@ pub const DOMAIN_STATUS: Schema = Schema(|| enum_of(DOMAIN_STATUSES));
 pub const MEMBER_STATUS: Schema = Schema(|| enum_of(MEMBER_STATUSES));
 pub const DELIVERY_MODE: Schema = Schema(|| enum_of(DELIVERY_MODES));
 pub const BOUNCE_FLOOR: Schema = Schema(|| json!({ "type": "integer", "minimum": 0, "maximum": u32::MAX }));
-pub const EMAIL_CONTAINS: Schema = Schema(|| json!({ "type": "string", "minLength": 2, "maxLength": 254 }));
+pub const EMAIL_CONTAINS: Schema = Schema(
+    || json!({ "type": "string", "minLength": 2, "maxLength": 254, "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]*$" }),
+);
 pub const CONSENT_EVIDENCE: Schema = Schema(|| json!({ "type": "string", "minLength": 1, "maxLength": 4096 }));
 
 fn domain_obj() -> Value {
@@ -393,7 +395,7 @@ pub const LIST_DETAIL: Schema = Schema(|| {
     )
 });
 fn display_name() -> Value {
-    json!({ "type": "string", "minLength": 1, "maxLength": 200, "pattern": "^[^\\u0000-\\u001f\\u007f]*\\S[^\\u0000-\\u001f\\u007f]*$" })
+    json!({ "type": "string", "minLength": 1, "maxLength": 200, "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]*\\S[^\\u0000-\\u001f\\u007f-\\u009f]*$" })
 }
 pub const LIST_CREATE: Schema = Schema(|| {
     closed(

@@ -145,8 +145,10 @@ pub fn update(
     if let Some(n) = &patch.display_name {
         check_display_name(n)?;
     }
-    if patch.bounce_disable_score == Some(0) {
-        return Err(MailingError::Invalid("bounce_disable_score must be at least 1".into()));
+    if let Some(score) = patch.bounce_disable_score
+        && !(1..=1000).contains(&score)
+    {
+        return Err(MailingError::Invalid("bounce_disable_score must be between 1 and 1000".into()));
     }
     if let Some(kb) = patch.max_message_kb
         && !(1..=102_400).contains(&kb)

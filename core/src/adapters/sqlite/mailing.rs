@@ -103,7 +103,13 @@ fn marks(args: &mut Vec<Value>, values: impl IntoIterator<Item = String>) -> Str
 /// The member filter as SQL over `members`, with its arguments (the list's id first).
 fn member_where(list: ListId, f: &MemberFilter) -> (String, Vec<Value>) {
     let mut args = vec![Value::Integer(list.get())];
-    let mut sql = String::from("list_id = ?1");
+    // With a substring search, the trigram index names the few candidate rows; `+` keeps the
+    // planner from walking the whole list's index instead and checking each row against them.
+    let mut sql = String::from(if f.email_contains.as_ref().is_some_and(|n| n.chars().count() >= 3) {
+        "+list_id = ?1"
+    } else {
+        "list_id = ?1"
+    });
     if let Some(s) = f.status {
         args.push(Value::Text(s.as_str().into()));
         sql.push_str(&format!(" AND status = ?{}", args.len()));
@@ -417,8 +423,15 @@ impl MailingRepo for SqliteTx {
     fn list_members(&mut self, list: ListId, filter: &MemberFilter, page: Page) -> Result<Paged<Member>, StoreError> {
         let (clause, mut args) = member_where(list, filter);
         let conn = self.conn();
+        // Status and mode alone: the tallies answer (a few rows, not a count of a million).
+        let counted_by_tally = filter.min_bounce_score.is_none() && filter.email_contains.is_none();
+        let count_sql = if counted_by_tally {
+            format!("SELECT COALESCE(SUM(n), 0) FROM member_tallies WHERE {clause}")
+        } else {
+            format!("SELECT COUNT(*) FROM members WHERE {clause}")
+        };
         let total: i64 = conn
-            .prepare_cached(&format!("SELECT COUNT(*) FROM members WHERE {clause}"))
+            .prepare_cached(&count_sql)
             .and_then(|mut st| st.query_row(rusqlite::params_from_iter(&args), |r| r.get(0)))
             .map_err(map_err)?;
         let n = args.len();
@@ -466,7 +479,7 @@ impl MailingRepo for SqliteTx {
         };
         let rows: Vec<(String, i64)> = self
             .conn()
-            .prepare(&format!("SELECT status, COUNT(*) FROM members {filter} GROUP BY status"))
+            .prepare(&format!("SELECT status, SUM(n) FROM member_tallies {filter} GROUP BY status"))
             .and_then(|mut st| {
                 st.query_map(rusqlite::params_from_iter(&args), |r| Ok((r.get(0)?, r.get(1)?)))?.collect()
             })
@@ -483,7 +496,7 @@ impl MailingRepo for SqliteTx {
         let rows: Vec<(String, i64)> = self
             .conn()
             .prepare_cached(
-                "SELECT delivery_mode, COUNT(*) FROM members WHERE list_id = ?1 AND status = 'active' GROUP BY delivery_mode",
+                "SELECT delivery_mode, SUM(n) FROM member_tallies WHERE list_id = ?1 AND status = 'active' GROUP BY delivery_mode",
             )
             .and_then(|mut st| st.query_map([list.get()], |r| Ok((r.get(0)?, r.get(1)?)))?.collect())
             .map_err(map_err)?;
@@ -498,7 +511,7 @@ impl MailingRepo for SqliteTx {
     fn count_status(&mut self, list: ListId, status: MemberStatus) -> Result<u64, StoreError> {
         let n: i64 = self
             .conn()
-            .prepare_cached("SELECT COUNT(*) FROM members WHERE list_id = ?1 AND status = ?2")
+            .prepare_cached("SELECT COALESCE(SUM(n), 0) FROM member_tallies WHERE list_id = ?1 AND status = ?2")
             .and_then(|mut st| st.query_row(params![list.get(), status.as_str()], |r| r.get(0)))
             .map_err(map_err)?;
         Ok(u64::try_from(n).unwrap_or(0))
