@@ -17,6 +17,11 @@ pub struct Config {
     pub smtp_url: String,
     /// Sender of the installation's own notices.
     pub mail_from: EmailAddress,
+    /// The first retry of a deferred copy waits this long (`COURRIER_RETRY_BASE_SECS`, default 30).
+    pub retry_base_secs: i64,
+    /// Delivery worker threads (`COURRIER_DELIVERY_WORKERS`, default 2; 0 leaves delivery to
+    /// `courrier worker` processes).
+    pub delivery_workers: usize,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -65,7 +70,17 @@ impl Config {
             Some(raw) => EmailAddress::parse(raw.trim()).map_err(|e| invalid("COURRIER_MAIL_FROM", e.to_string()))?,
             None => default_mail_from(&public_url),
         };
+        let number = |var: &'static str, default: i64, range: std::ops::RangeInclusive<i64>| match get(var) {
+            None => Ok(default),
+            Some(raw) => raw.trim().parse::<i64>().ok().filter(|n| range.contains(n)).ok_or_else(|| {
+                invalid(var, format!("{raw:?} is not an integer from {} to {}", range.start(), range.end()))
+            }),
+        };
+        let retry_base_secs = number("COURRIER_RETRY_BASE_SECS", 30, 1..=86_400)?;
+        let delivery_workers = number("COURRIER_DELIVERY_WORKERS", 2, 0..=64)? as usize;
         Ok(Self {
+            retry_base_secs,
+            delivery_workers,
             smtp_url,
             mail_from,
             listen,

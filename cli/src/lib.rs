@@ -6,6 +6,7 @@ pub mod config;
 pub mod error;
 mod members;
 pub mod server;
+mod workers;
 
 use clap::{Parser, Subcommand};
 use config::Config;
@@ -41,12 +42,18 @@ pub enum Command {
     Role(admin::RoleCommand),
     /// Create an API key for an account; prints its secret (shown once).
     CreateApiKey(admin::CreateApiKey),
+    /// Run delivery workers without the HTTP server (COURRIER_DELIVERY_WORKERS threads, at least 1),
+    /// until SIGTERM or SIGINT.
+    Worker,
     /// Sending domains.
     #[command(subcommand)]
     Domain(members::DomainCommand),
     /// Mailing lists.
     #[command(subcommand)]
     List(members::ListCommand),
+    /// Digests of posts for digest members.
+    #[command(subcommand)]
+    Digests(members::DigestsCommand),
     /// Members of a list: CSV import and export.
     #[command(subcommand)]
     Members(members::MembersCommand),
@@ -112,9 +119,20 @@ fn execute(cli: Cli) -> Result<(), CliError> {
         Command::User(cmd) => admin::user(&config, cmd, cli.json),
         Command::Role(cmd) => admin::role(&config, cmd, cli.json),
         Command::CreateApiKey(cmd) => admin::create_api_key(&config, cmd, cli.json),
+        Command::Worker => {
+            let app = server::wire(&config, build_info())?;
+            let workers = workers::start(app, server::delivery_config(&config), config.delivery_workers.max(1));
+            tracing::info!(threads = config.delivery_workers.max(1), "delivery workers running");
+            let runtime =
+                tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(error::CliError::Serve)?;
+            runtime.block_on(server::termination_signal());
+            workers.stop();
+            Ok(())
+        }
         Command::Domain(cmd) => members::domain(&config, cmd, cli.json),
         Command::List(cmd) => members::list(&config, cmd, cli.json),
         Command::Members(cmd) => members::members(&config, cmd, cli.json),
+        Command::Digests(cmd) => members::digests(&config, cmd, cli.json),
     }
 }
 

@@ -42,6 +42,18 @@ pub enum ListCommand {
 }
 
 #[derive(Debug, Subcommand)]
+pub enum DigestsCommand {
+    /// Build now the digest of every list (or one) with posts since its last digest, whatever its
+    /// frequency; the delivery workers send them.
+    Run {
+        #[arg(long, requires = "list")]
+        domain: Option<String>,
+        #[arg(long, requires = "domain")]
+        list: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 pub enum MembersCommand {
     /// Import a CSV document (header email,display_name,delivery_mode); rows become active members.
     Import {
@@ -170,4 +182,34 @@ pub fn members(config: &Config, cmd: MembersCommand, json: bool) -> Result<(), C
             out.flush().map_err(CliError::Output)
         }
     }
+}
+
+pub fn digests(config: &Config, cmd: DigestsCommand, json: bool) -> Result<(), CliError> {
+    let app = wire(config, crate::build_info())?;
+    let DigestsCommand::Run { domain, list } = cmd;
+    let only = match (domain, list) {
+        (Some(d), Some(l)) => {
+            let (d, l) = names(&d, &l)?;
+            Some(lists::get(&app, &Principal::operator(), &RequestCtx::cli(), &d, &l)?.id)
+        }
+        _ => None,
+    };
+    let built = courrier_core::mailing::digests::run(&app, only, true)?;
+    for b in &built {
+        if json {
+            println!(
+                "{}",
+                serde_json::json!({ "list": b.list_address, "send_id": b.send_id.get(), "posts": b.posts, "recipients": b.recipients })
+            );
+        } else {
+            println!(
+                "{}: digest of {} posts queued for {} members (send {})",
+                b.list_address, b.posts, b.recipients, b.send_id
+            );
+        }
+    }
+    if built.is_empty() && !json {
+        println!("no list has posts waiting for a digest");
+    }
+    Ok(())
 }

@@ -6,6 +6,7 @@ use crate::error::CliError;
 use courrier_core::access::limits::Limiter;
 use courrier_core::adapters::{smtp::SmtpTransport, sqlite::SqliteStore, system_clock::SystemClock};
 use courrier_core::kernel::{BuildInfo, Clock};
+use courrier_core::mailing::delivery::DeliveryConfig;
 use courrier_core::{Courrier, Settings};
 use courrier_http::server::ServerLimits;
 use std::future::Future;
@@ -47,6 +48,8 @@ pub struct Bound {
     listener: std::net::TcpListener,
     router: courrier_http::Router,
     app: Arc<Courrier>,
+    delivery: DeliveryConfig,
+    delivery_workers: usize,
 }
 
 impl Bound {
@@ -68,7 +71,7 @@ pub fn bind(config: &Config, build: BuildInfo) -> Result<Bound, CliError> {
     let listener = std::net::TcpListener::bind(config.listen).map_err(bind_err)?;
     listener.set_nonblocking(true).map_err(bind_err)?;
     let router = courrier_http::router(courrier_http::AppState::new(Arc::clone(&app)));
-    Ok(Bound { listener, router, app })
+    Ok(Bound { listener, router, app, delivery: delivery_config(config), delivery_workers: config.delivery_workers })
 }
 
 /// Serves on a multi-threaded tokio runtime of its own until `shutdown` resolves; returns after
@@ -83,27 +86,53 @@ pub fn run(bound: Bound, shutdown: impl Future<Output = ()> + Send + 'static) ->
         let listener = tokio::net::TcpListener::from_std(bound.listener).map_err(CliError::Serve)?;
         tracing::info!(addr = %listener.local_addr().map_err(CliError::Serve)?, "listening");
         let housekeeping = tokio::spawn(housekeeping(Arc::clone(&bound.app)));
+        let workers = crate::workers::start(Arc::clone(&bound.app), bound.delivery, bound.delivery_workers);
         let served = courrier_http::server::serve(listener, bound.router, ServerLimits::default(), shutdown).await;
         housekeeping.abort();
+        // Copies in flight finish their SMTP exchange; the rest stay queued for the next start.
+        tokio::task::spawn_blocking(move || workers.stop()).await.ok();
         served.map_err(CliError::Serve)
     })
 }
 
-/// Periodic chores of a running server: expired Idempotency-Key records are deleted hourly
-/// (they answer nothing once expired; deleting keeps the registry the size of one day).
+/// Periodic chores of a running server: due digests are built every minute; expired
+/// Idempotency-Key records are deleted hourly (they answer nothing once expired; deleting keeps the
+/// registry the size of one day).
 async fn housekeeping(app: Arc<courrier_core::Courrier>) {
-    let mut every = tokio::time::interval(std::time::Duration::from_secs(3600));
+    let mut every = tokio::time::interval(std::time::Duration::from_secs(60));
+    let mut minutes: u64 = 0;
     loop {
         every.tick().await;
+        let purge = minutes.is_multiple_of(60);
+        minutes += 1;
         let app = Arc::clone(&app);
-        let purged =
-            tokio::task::spawn_blocking(move || courrier_core::mailing::idempotency::purge(&app, app.clock.now()))
-                .await;
-        match purged {
-            Ok(Ok(n)) if n > 0 => tracing::info!(records = n, "expired idempotency records deleted"),
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => tracing::warn!(error = %e, "idempotency purge failed"),
-            Err(e) => tracing::warn!(error = %e, "idempotency purge task failed"),
+        let done = tokio::task::spawn_blocking(move || {
+            let digests = courrier_core::mailing::digests::run(&app, None, false);
+            let purged = if purge {
+                courrier_core::mailing::idempotency::purge(&app, app.clock.now()).map(Some)
+            } else {
+                Ok(None)
+            };
+            (digests, purged)
+        })
+        .await;
+        match done {
+            Ok((digests, purged)) => {
+                match digests {
+                    Ok(built) => {
+                        for b in built {
+                            tracing::info!(list = %b.list_address, posts = b.posts, recipients = b.recipients, "digest queued");
+                        }
+                    }
+                    Err(e) => tracing::warn!(error = %e, "digest run failed"),
+                }
+                match purged {
+                    Ok(Some(n)) if n > 0 => tracing::info!(records = n, "expired idempotency records deleted"),
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(error = %e, "idempotency purge failed"),
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "housekeeping task failed"),
         }
     }
 }
@@ -161,4 +190,9 @@ pub fn spawn(bound: Bound) -> Running {
         })
         .expect("cannot start the server thread");
     Running { addr, stop: Some(stop), thread: Some(thread) }
+}
+
+/// The delivery settings of the configuration.
+pub fn delivery_config(config: &Config) -> DeliveryConfig {
+    DeliveryConfig { retry_base_secs: config.retry_base_secs, ..DeliveryConfig::default() }
 }

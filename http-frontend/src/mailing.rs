@@ -21,11 +21,12 @@ use courrier_core::kernel::{Code, DomainName, EmailAddress, ListName};
 use courrier_core::mailing::idempotency::{self, IdempotentRequest, Reservation};
 use courrier_core::mailing::import::{self, ImportConsent, MAX_IMPORT_BYTES, SizeLimitExceeded};
 use courrier_core::mailing::members::{self, AddMember, AddOutcome, MemberRef};
+use courrier_core::mailing::model::SendId;
 use courrier_core::mailing::model::{
     DeliveryMode, DigestFrequency, DomainStatus, ListKind, ListStatus, MemberFilter, PostingPolicy, ReplyTo,
     SubscriptionPolicy,
 };
-use courrier_core::mailing::{dashboard, domains, export, lists};
+use courrier_core::mailing::{dashboard, domains, export, lists, sends};
 use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -63,6 +64,11 @@ const MEMBER_QUERY: &[QueryParam] = &[
     },
 ];
 const EXPORT_QUERY: &[QueryParam] = &[STATUS, MODE];
+const SEND: &[Param] = &[
+    Param { name: "domain", kind: ParamKind::Text, description: "the domain's name, e.g. example.org" },
+    Param { name: "list", kind: ParamKind::Text, description: "the list's local part, e.g. news" },
+    Param { name: "send", kind: ParamKind::Id, description: "the send's id" },
+];
 const IMPORT_QUERY: &[QueryParam] = &[QueryParam {
     name: "consent_evidence",
     schema: schema::CONSENT_EVIDENCE,
@@ -140,6 +146,16 @@ pub static ROUTES: &[Route] = &[
     route!(GET "/api/v1/domains/{domain}/lists/{list}/members/{member}", "getMember",
         "One member, by numeric id or URL-encoded address", "members", Access::Perm(Perm::Read), params: MEMBER,
         query: &[], request: None, success: Success::Data(200, schema::MEMBER), errors: &[], get_member),
+    route!(POST "/api/v1/domains/{domain}/lists/{list}/sends", "submitSend",
+        "Submit a message to the list: one copy per active regular member; Idempotency-Key honoured", "sends",
+        Access::Perm(Perm::Send), params: LIST, query: &[], request: Some(schema::SEND_REQUEST),
+        success: Success::Data(202, schema::SEND_SUBMITTED), errors: &[409], submit_send),
+    route!(GET "/api/v1/domains/{domain}/lists/{list}/sends/{send}", "getSend", "A send and its copies by state",
+        "sends", Access::Perm(Perm::Read), params: SEND, query: &[], request: None,
+        success: Success::Data(200, schema::SEND_STATUS), errors: &[], get_send),
+    route!(POST "/api/v1/domains/{domain}/lists/{list}/sends/{send}/cancel", "cancelSend",
+        "Cancel the copies still queued (409 when none is)", "sends", Access::Perm(Perm::Send), params: SEND,
+        query: &[], request: None, success: Success::Data(200, schema::SEND_STATUS), errors: &[409], cancel_send),
     Route {
         method: Method::POST,
         path: "/api/v1/domains/{domain}/lists/{list}/members/import",
@@ -841,4 +857,78 @@ async fn forward_document(
             return;
         }
     }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SendBody {
+    subject: String,
+    text: Option<String>,
+    html: Option<String>,
+}
+
+async fn submit_send(
+    State(state): State<AppState>,
+    Auth(p): Auth,
+    Ctx(ctx): Ctx,
+    Path((domain, list)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let bytes = read_json_body(&headers, body, &state).await?;
+    let path = format!("/api/v1/domains/{domain}/lists/{list}/sends");
+    let fingerprint_body = bytes.clone();
+    idempotent(&state, &p, &headers, "POST", &path, &fingerprint_body, move |state, p| async move {
+        let (d, l) = names(&domain, &list)?;
+        let b: SendBody = parse_json(&bytes)?;
+        let message = sends::NewMessage { subject: b.subject, text: b.text, html: b.html };
+        let app = state.app.clone();
+        let done = run_blocking(move || Ok(sends::submit(&app, &p, &ctx, &d, &l, message)?)).await?;
+        Ok((StatusCode::ACCEPTED, json!({ "send_id": done.send_id.get(), "recipients": done.recipients })))
+    })
+    .await
+}
+
+fn send_status(
+    send: &courrier_core::mailing::model::SendRecord,
+    counts: &courrier_core::mailing::model::CopyCounts,
+) -> Value {
+    use courrier_core::mailing::model::CopyState;
+    let by_state: serde_json::Map<String, Value> =
+        CopyState::ALL.iter().map(|s| (s.as_str().to_owned(), json!(counts.get(*s)))).collect();
+    json!({
+        "id": send.id.get(),
+        "state": send.state.as_str(),
+        "subject": send.subject,
+        "recipients": send.recipients,
+        "counts": by_state,
+        "created_at": send.created_at.to_rfc3339(),
+        "completed_at": send.completed_at.map(|t| t.to_rfc3339()),
+    })
+}
+
+async fn get_send(
+    State(state): State<AppState>,
+    Auth(p): Auth,
+    Ctx(ctx): Ctx,
+    Path((domain, list, send)): Path<(String, String, String)>,
+) -> Result<Reply, ApiError> {
+    let (d, l) = names(&domain, &list)?;
+    let id = SendId::parse(&send)?;
+    let app = state.app.clone();
+    let (s, counts) = run_blocking(move || Ok(sends::get(&app, &p, &ctx, &d, &l, id)?)).await?;
+    Ok(Reply::ok(send_status(&s, &counts)))
+}
+
+async fn cancel_send(
+    State(state): State<AppState>,
+    Auth(p): Auth,
+    Ctx(ctx): Ctx,
+    Path((domain, list, send)): Path<(String, String, String)>,
+) -> Result<Reply, ApiError> {
+    let (d, l) = names(&domain, &list)?;
+    let id = SendId::parse(&send)?;
+    let app = state.app.clone();
+    let (s, counts) = run_blocking(move || Ok(sends::cancel(&app, &p, &ctx, &d, &l, id)?)).await?;
+    Ok(Reply::ok(send_status(&s, &counts)))
 }

@@ -21,7 +21,8 @@ pub fn document(api: Api, version: &str) -> Value {
                 { "name": "apikeys" },
                 { "name": "domains" },
                 { "name": "lists" },
-                { "name": "members" }
+                { "name": "members" },
+                { "name": "sends" }
             ]),
         ),
         Api::Page => ("Courrier pages", "", json!([])),

@@ -13,7 +13,7 @@ use axum::extract::{Path, State};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::on;
 use courrier_core::access::{AccessError, users};
-use courrier_core::mailing::subscriptions;
+use courrier_core::mailing::{delivery, subscriptions};
 use http::{Method, StatusCode};
 
 const TOKEN: &[Param] = &[Param { name: "token", kind: ParamKind::Text, description: "the link's token" }];
@@ -84,6 +84,38 @@ pub static ROUTES: &[Route] = &[
         body_limit: FORM_LIMIT,
         errors: &[404],
         handler: |m| on(m, confirm_submit),
+    },
+    Route {
+        method: Method::GET,
+        path: "/p/unsubscribe/{token}",
+        api: Api::Page,
+        operation_id: "unsubscribePage",
+        summary: "What an unsubscription link would do, with a button (a GET changes nothing)",
+        tag: "pages",
+        access: Access::Public,
+        params: TOKEN,
+        query: &[],
+        request: None,
+        success: Success::Raw("text/html", schema::STRING),
+        body_limit: FORM_LIMIT,
+        errors: &[404],
+        handler: |m| on(m, unsubscribe_form),
+    },
+    Route {
+        method: Method::POST,
+        path: "/p/unsubscribe/{token}",
+        api: Api::Page,
+        operation_id: "unsubscribeSubmit",
+        summary: "Unsubscribe: the page's button, or RFC 8058 one-click (List-Unsubscribe=One-Click), no login",
+        tag: "pages",
+        access: Access::Public,
+        params: TOKEN,
+        query: &[],
+        request: None,
+        success: Success::Raw("text/html", schema::STRING),
+        body_limit: FORM_LIMIT,
+        errors: &[404],
+        handler: |m| on(m, unsubscribe_submit),
     },
 ];
 
@@ -224,5 +256,47 @@ async fn confirm_submit(
             ),
         ),
         Err(subscriptions::LinkUnusable) => invalid_link(),
+    })
+}
+
+async fn unsubscribe_form(State(state): State<AppState>, Path(token): Path<String>) -> Result<Response, ApiError> {
+    let app = state.app.clone();
+    let found = run_blocking(move || Ok(delivery::unsubscribe_peek(&app, &token)?)).await?;
+    Ok(match found {
+        Some(s) => page(
+            StatusCode::OK,
+            "Unsubscribe",
+            &format!(
+                "<p>Stop sending <b>{}</b> to <b>{}</b>?</p>\
+                 <form method=\"post\"><p><button type=\"submit\">Unsubscribe</button></p></form>",
+                escape(&s.list_address),
+                escape(&s.email)
+            ),
+        ),
+        None => invalid_link(),
+    })
+}
+
+async fn unsubscribe_submit(
+    State(state): State<AppState>,
+    Path(token): Path<String>,
+    body: Body,
+) -> Result<Response, ApiError> {
+    // The body is the page's empty form or RFC 8058's `List-Unsubscribe=One-Click`: either
+    // unsubscribes; it is read (bounded) so the connection stays usable.
+    read_limited(body, FORM_LIMIT, state.body_read_timeout).await?;
+    let app = state.app.clone();
+    let done = run_blocking(move || Ok(delivery::unsubscribe(&app, &token)?)).await?;
+    Ok(match done {
+        Some(s) => page(
+            StatusCode::OK,
+            "Unsubscribed",
+            &format!(
+                "<p><b>{}</b> will receive nothing more from <b>{}</b>.</p>",
+                escape(&s.email),
+                escape(&s.list_address)
+            ),
+        ),
+        None => invalid_link(),
     })
 }

@@ -508,3 +508,35 @@ pub const QUEUE: Schema = Schema(|| {
         }),
     )
 });
+
+pub const SEND_REQUEST: Schema = Schema(|| {
+    closed(
+        &["subject"],
+        json!({
+            "subject": { "type": "string", "minLength": 1, "maxLength": 998, "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]*\\S[^\\u0000-\\u001f\\u007f-\\u009f]*$" },
+            "text": opt(json!({ "type": "string" })),
+            "html": opt(json!({ "type": "string" }))
+        }),
+    )
+});
+pub const SEND_SUBMITTED: Schema = Schema(|| {
+    object(&["send_id", "recipients"], json!({ "send_id": { "type": "integer" }, "recipients": { "type": "integer" } }))
+});
+pub const SEND_STATUS: Schema = Schema(|| {
+    object(
+        &["id", "state", "recipients", "counts", "created_at"],
+        json!({
+            "id": { "type": "integer" },
+            "state": enum_of(&["queued", "sending", "completed", "failed", "cancelled"]),
+            "subject": { "type": "string" },
+            "recipients": { "type": "integer" },
+            "counts": {
+                "type": "object",
+                "required": ["queued", "sending", "sent", "deferred", "failed", "bounced", "cancelled"],
+                "additionalProperties": { "type": "integer" }
+            },
+            "created_at": { "type": "string", "format": "date-time" },
+            "completed_at": nullable("string")
+        }),
+    )
+});

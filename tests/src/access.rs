@@ -9,7 +9,7 @@ use courrier_core::access::{Perm, Principal, keys, roles, users};
 use courrier_core::kernel::{DomainName, EmailAddress, ListName};
 use courrier_core::mailing::members::{self, AddMember};
 use courrier_core::mailing::model::{DeliveryMode, SubscriptionPolicy};
-use courrier_core::mailing::{domains, lists};
+use courrier_core::mailing::{domains, lists, sends};
 use courrier_http::routes::{self, Access, Api};
 use courrier_tests::harness::{Resp, SmtpSink, TestApp, run_cli_with_stdin};
 use serde_json::{Value, json};
@@ -128,8 +128,16 @@ fn probe(app: &TestApp, admin: &User, method: &str, path: &str, n: usize) -> (St
     )
     .unwrap()
     .member_id();
-    let path =
-        path.replace("{domain}", "example.org").replace("{list}", "news").replace("{member}", &member.to_string());
+    let message = sends::NewMessage { subject: format!("probe {n}"), text: Some("hello".into()), html: None };
+    let send =
+        sends::submit(core, &Principal::operator(), &RequestCtx::cli(), &domain("example.org"), &list("news"), message)
+            .unwrap()
+            .send_id;
+    let path = path
+        .replace("{domain}", "example.org")
+        .replace("{list}", "news")
+        .replace("{member}", &member.to_string())
+        .replace("{send}", &send.to_string());
     let path = path.replace(
         "{id}",
         &if path.starts_with("/api/v1/apikeys") { dummy_key_id.to_string() } else { target.id.to_string() },
@@ -154,6 +162,7 @@ fn probe(app: &TestApp, admin: &User, method: &str, path: &str, n: usize) -> (St
         ("POST", "/api/v1/domains/example.org/lists/news/members") => {
             Some(json!({ "email": format!("new{n}@example.net") }))
         }
+        ("POST", "/api/v1/domains/example.org/lists/news/sends") => Some(json!({ "subject": "s", "text": "t" })),
         // A JSON string stands for a CSV document (see `call`).
         ("POST", "/api/v1/domains/example.org/lists/news/members/import") => {
             return (format!("{path}?consent_evidence=test"), Some(json!(format!("email\ncsv{n}@example.net\n"))));

@@ -7,6 +7,7 @@ mod cli;
 mod envelopes;
 mod members;
 mod openapi;
+mod sends;
 mod shutdown;
 mod smtp;
 mod tidy;

@@ -68,7 +68,7 @@ impl Notice<'_> {
 }
 
 /// RFC 2047 encoded-word (base64) when the text is not plain printable ASCII.
-fn encode_header_text(text: &str) -> String {
+pub(crate) fn encode_header_text(text: &str) -> String {
     let clean: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
     if clean.bytes().all(|b| (0x20..0x7f).contains(&b)) {
         return clean;
@@ -95,7 +95,7 @@ fn base64(bytes: &[u8]) -> String {
 }
 
 /// Quoted-printable (RFC 2045) with CRLF line ends and soft breaks under 76 characters.
-fn quoted_printable(text: &str) -> String {
+pub(crate) fn quoted_printable(text: &str) -> String {
     let mut out = String::new();
     for line in text.replace("\r\n", "\n").split('\n') {
         let mut width = 0;
@@ -116,7 +116,7 @@ fn quoted_printable(text: &str) -> String {
     out
 }
 
-fn rfc5322_date(t: Timestamp) -> String {
+pub(crate) fn rfc5322_date(t: Timestamp) -> String {
     const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
     const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
     let iso = t.to_rfc3339(); // 2026-11-23T09:20:49.123456Z

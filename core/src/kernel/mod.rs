@@ -6,7 +6,7 @@ mod clock;
 mod error;
 mod events;
 mod ids;
-mod mail;
+pub(crate) mod mail;
 mod names;
 mod page;
 pub mod secrets;

@@ -2,7 +2,7 @@
 
 use super::MailingError;
 use super::domains;
-use super::model::{DomainVisibility, ListId, ListVisibility, StatusCounts};
+use super::model::{CopyState, DomainVisibility, ListId, ListVisibility, StatusCounts};
 use crate::Courrier;
 use crate::access::model::KeyScope;
 use crate::access::{AccessError, Perm, Principal, Role, Via};
@@ -14,7 +14,7 @@ pub struct Dashboard {
     pub domains: u64,
     pub lists: u64,
     pub members: StatusCounts,
-    /// Sends not yet completed (none until the send pipeline exists).
+    /// Sends not yet completed.
     pub sends_in_flight: u64,
     /// Messages held for moderation (none until inbound mail exists).
     pub held_messages: u64,
@@ -82,11 +82,19 @@ pub fn dashboard(app: &Courrier, p: &Principal) -> Result<Dashboard, MailingErro
             tx.member_counts(Some(&list_ids))?
         };
         out.pending_subscriptions = out.members.pending;
+        out.sends_in_flight = if everything {
+            tx.open_sends(None)?
+        } else if list_ids.is_empty() {
+            0
+        } else {
+            tx.open_sends(Some(&list_ids))?
+        };
         Ok(out)
     })
 }
 
-/// The outgoing queue. The send pipeline (issue 5) fills it; until then it is honestly empty.
+/// The outgoing queue: copies waiting (queued, deferred) or leased (sending), and the oldest
+/// waiting copy's age.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct QueueStats {
     pub depth: u64,
@@ -94,11 +102,12 @@ pub struct QueueStats {
     pub oldest_queued_at: Option<Timestamp>,
 }
 
-pub fn queue(_app: &Courrier, p: &Principal) -> Result<QueueStats, MailingError> {
+pub fn queue(app: &Courrier, p: &Principal) -> Result<QueueStats, MailingError> {
     require_read(p)?;
-    Ok(QueueStats {
-        depth: 0,
-        by_state: ["queued", "sending", "deferred"].into_iter().map(|s| (s, 0)).collect(),
-        oldest_queued_at: None,
-    })
+    let (counts, oldest) = in_read(&*app.store, |tx| tx.queue_stats())?;
+    let by_state: Vec<(&'static str, u64)> = [CopyState::Queued, CopyState::Sending, CopyState::Deferred]
+        .into_iter()
+        .map(|s| (s.as_str(), counts.get(s)))
+        .collect();
+    Ok(QueueStats { depth: by_state.iter().map(|(_, n)| n).sum(), by_state, oldest_queued_at: oldest })
 }

@@ -5,7 +5,10 @@
 //! list it touches (404 out of reach, 403 without the permission, both audited) and commits its
 //! change with its audit entry and its lifecycle event in one transaction.
 
+pub mod compose;
 pub mod dashboard;
+pub mod delivery;
+pub mod digests;
 pub mod domains;
 pub mod export;
 pub mod idempotency;
@@ -13,6 +16,7 @@ pub mod import;
 pub mod lists;
 pub mod members;
 pub mod model;
+pub mod sends;
 pub mod state;
 pub mod subscriptions;
 

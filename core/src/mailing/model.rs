@@ -229,3 +229,73 @@ impl StatusCounts {
         *slot += n;
     }
 }
+
+id_type!(
+    /// A message submitted to a list.
+    SendId
+);
+id_type!(
+    /// One recipient's copy of a send: the unit of the delivery queue.
+    CopyId
+);
+
+wire_enum!(
+    /// A send's aggregate state: `completed` or `failed` (no copy delivered) once every copy is
+    /// terminal, recorded exactly once.
+    SendState { Queued = "queued", Sending = "sending", Completed = "completed", Failed = "failed", Cancelled = "cancelled" }
+);
+wire_enum!(
+    /// A copy's state. `queued` and `deferred` wait for a worker; `sending` is leased to one;
+    /// the rest are terminal.
+    CopyState {
+        Queued = "queued", Sending = "sending", Sent = "sent", Deferred = "deferred", Failed = "failed",
+        Bounced = "bounced", Cancelled = "cancelled"
+    }
+);
+
+impl CopyState {
+    pub fn is_terminal(self) -> bool {
+        matches!(self, CopyState::Sent | CopyState::Failed | CopyState::Bounced | CopyState::Cancelled)
+    }
+}
+
+wire_enum!(
+    /// A post to the regular members, or a digest of posts to the digest members.
+    SendKind { Post = "post", Digest = "digest" }
+);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendRecord {
+    pub id: SendId,
+    pub list_id: ListId,
+    pub subject: String,
+    pub text: Option<String>,
+    pub html: Option<String>,
+    /// The Message-ID every copy carries (without angle brackets).
+    pub message_id: String,
+    pub state: SendState,
+    pub recipients: u64,
+    pub created_at: Timestamp,
+    pub completed_at: Option<Timestamp>,
+}
+
+/// Copies of a send by state.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CopyCounts(pub Vec<(CopyState, u64)>);
+
+impl CopyCounts {
+    pub fn get(&self, s: CopyState) -> u64 {
+        self.0.iter().find(|(k, _)| *k == s).map_or(0, |(_, n)| *n)
+    }
+}
+
+/// A copy claimed by a worker, with what composing it needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Copy {
+    pub id: CopyId,
+    pub send_id: SendId,
+    pub list_id: ListId,
+    pub member_id: MemberId,
+    pub recipient: EmailAddress,
+    pub attempts: u32,
+}

@@ -11,8 +11,9 @@ use crate::kernel::{
     NewEvent, Page, Paged, Timestamp,
 };
 use crate::mailing::model::{
-    Consent, DeliveryMode, Domain, DomainId, DomainStatus, DomainVisibility, ListId, ListVisibility, MailingList,
-    Member, MemberFilter, MemberId, MemberStatus, NewMember, StatusCounts,
+    Consent, Copy, CopyCounts, CopyId, CopyState, DeliveryMode, Domain, DomainId, DomainStatus, DomainVisibility,
+    ListId, ListVisibility, MailingList, Member, MemberFilter, MemberId, MemberStatus, NewMember, SendId, SendRecord,
+    SendState, StatusCounts,
 };
 
 #[cfg(any(test, feature = "testing"))]
@@ -220,8 +221,68 @@ pub trait IdempotencyRepo {
     fn idempotency_purge(&mut self, now: Timestamp) -> Result<u64, StoreError>;
 }
 
+/// A send to record; `recipients` is filled by the fan-out.
+#[derive(Debug, Clone)]
+pub struct NewSend<'a> {
+    pub list_id: ListId,
+    pub subject: &'a str,
+    pub text: Option<&'a str>,
+    pub html: Option<&'a str>,
+    pub message_id: &'a str,
+    pub created_by: Option<i64>,
+    pub kind: crate::mailing::model::SendKind,
+}
+
+/// Sends and the durable queue of their copies.
+pub trait SendRepo {
+    fn insert_send(&mut self, s: &NewSend<'_>, now: Timestamp) -> Result<SendId, StoreError>;
+    /// One queued copy per active member of the list in `mode` delivery; how many.
+    fn fan_out(&mut self, send: SendId, list: ListId, mode: DeliveryMode, now: Timestamp) -> Result<u64, StoreError>;
+    /// The list's posts (not digests) created after `after` and at most at `until`, oldest first.
+    fn posts_between(
+        &mut self,
+        list: ListId,
+        after: Option<Timestamp>,
+        until: Timestamp,
+    ) -> Result<Vec<SendRecord>, StoreError>;
+    /// Where the list's digest stands: what it covered, and when it last ran.
+    fn digest_state(&mut self, list: ListId) -> Result<Option<(Timestamp, Timestamp)>, StoreError>;
+    fn set_digest_state(&mut self, list: ListId, covered_until: Timestamp, now: Timestamp) -> Result<(), StoreError>;
+    /// Lists with at least one active digest member.
+    fn lists_with_digest_members(&mut self) -> Result<Vec<ListId>, StoreError>;
+    fn send_by_id(&mut self, list: ListId, id: SendId) -> Result<Option<SendRecord>, StoreError>;
+    fn copy_counts(&mut self, send: SendId) -> Result<CopyCounts, StoreError>;
+    /// Cancels the copies still waiting (queued or deferred); how many.
+    fn cancel_waiting(&mut self, send: SendId, now: Timestamp) -> Result<u64, StoreError>;
+    /// Leases up to `limit` due copies of lists not suspended until `lease_until`.
+    fn claim_copies(&mut self, now: Timestamp, lease_until: Timestamp, limit: u32) -> Result<Vec<Copy>, StoreError>;
+    /// Copies whose lease ran out go back to the queue; how many.
+    fn requeue_expired(&mut self, now: Timestamp) -> Result<u64, StoreError>;
+    /// Records a leased copy's outcome; `false` when the copy was not leased any more (its lease
+    /// expired and another worker took it, or it was cancelled).
+    fn finish_copy(
+        &mut self,
+        id: CopyId,
+        state: CopyState,
+        next_attempt_at: Option<Timestamp>,
+        error: Option<&str>,
+        now: Timestamp,
+    ) -> Result<bool, StoreError>;
+    /// Open sends (queued or sending) none of whose copies still waits or is leased.
+    fn settled_sends(&mut self, limit: u32) -> Result<Vec<SendId>, StoreError>;
+    /// Moves a send from an open state to `state`; `false` when it was not open any more (so the
+    /// caller emits its aggregate event only when this returns `true`: exactly once).
+    fn close_send(&mut self, id: SendId, state: SendState, now: Timestamp) -> Result<bool, StoreError>;
+    fn mark_sending(&mut self, id: SendId) -> Result<(), StoreError>;
+    /// The list a send went to.
+    fn send_list(&mut self, id: SendId) -> Result<Option<ListId>, StoreError>;
+    /// Copies by state over every send, and the oldest waiting copy's creation.
+    fn queue_stats(&mut self) -> Result<(CopyCounts, Option<Timestamp>), StoreError>;
+    fn open_sends(&mut self, lists: Option<&[ListId]>) -> Result<u64, StoreError>;
+}
+
 /// One transaction. Dropped without [`Tx::commit`], it rolls back.
-pub trait Tx: AuditRepo + OutboxRepo + AccessRepo + MailingRepo + IdempotencyRepo {
+pub trait Tx: AuditRepo + OutboxRepo + AccessRepo + MailingRepo + IdempotencyRepo + SendRepo {
     fn commit(self: Box<Self>) -> Result<(), StoreError>;
 }
 

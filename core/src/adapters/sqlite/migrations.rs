@@ -15,6 +15,7 @@ const MIGRATIONS: &[Migration] = &[
     Migration { version: 1, name: "audit_and_outbox", sql: include_str!("migrations/0001_audit_outbox.sql") },
     Migration { version: 2, name: "access", sql: include_str!("migrations/0002_access.sql") },
     Migration { version: 3, name: "lists_members", sql: include_str!("migrations/0003_lists_members.sql") },
+    Migration { version: 4, name: "sends", sql: include_str!("migrations/0004_sends.sql") },
 ];
 
 pub(super) fn latest() -> i64 {

@@ -9,6 +9,7 @@ mod idempotency;
 mod mailing;
 mod migrations;
 mod outbox;
+mod sends;
 
 use crate::storage::{Store, StoreError, Tx};
 use r2d2::PooledConnection;

@@ -1,0 +1,391 @@
+//! The delivery worker: claims due copies with a lease, composes and hands each to the mail
+//! transport outside any transaction, records each outcome (4xx -> deferred with backoff, 5xx ->
+//! failed), and records every settled send's aggregate exactly once. Also the unsubscription
+//! links that the copies carry.
+
+use super::MailingError;
+use super::compose::{self, compose};
+use super::lists;
+use super::model::{CopyState, MailingList, SendRecord, SendState};
+use super::state::{self, MemberState, Trigger};
+use crate::Courrier;
+use crate::kernel::{EventName, SendError, Timestamp, secrets};
+use crate::storage::{in_read, in_write};
+use serde_json::json;
+use std::collections::HashMap;
+
+pub const UNSUBSCRIBE: &str = "unsubscribe";
+/// Unsubscription links work this long after the copy went out (then the mailto form remains).
+pub const UNSUBSCRIBE_TTL_SECS: i64 = 90 * 24 * 3600;
+
+#[derive(Debug, Clone, Copy)]
+pub struct DeliveryConfig {
+    /// Copies claimed per round.
+    pub batch: u32,
+    /// A claimed copy is the worker's for this long; then it returns to the queue.
+    pub lease_secs: i64,
+    /// The first retry waits this long, doubling per attempt up to six hours.
+    pub retry_base_secs: i64,
+    /// After this many attempts a temporary failure is final.
+    pub max_attempts: u32,
+}
+
+impl Default for DeliveryConfig {
+    fn default() -> Self {
+        Self { batch: 100, lease_secs: 300, retry_base_secs: 30, max_attempts: 10 }
+    }
+}
+
+/// What one round did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Round {
+    pub claimed: u64,
+    pub sent: u64,
+    pub deferred: u64,
+    pub failed: u64,
+    pub requeued: u64,
+}
+
+/// The wait before attempt `attempts + 1`.
+pub fn backoff(base_secs: i64, attempts: u32) -> i64 {
+    let doubled = base_secs.saturating_mul(1_i64 << attempts.saturating_sub(1).min(30));
+    doubled.min(6 * 3600)
+}
+
+/// One round: requeue expired leases, claim a batch, deliver it, record outcomes and aggregates.
+pub fn run_once(app: &Courrier, cfg: &DeliveryConfig) -> Result<Round, MailingError> {
+    let now = app.clock.now();
+    let mut round = Round::default();
+    let claimed = in_write(&*app.store, |tx| {
+        round.requeued = tx.requeue_expired(now)?;
+        let copies = tx.claim_copies(now, now.plus_secs(cfg.lease_secs), cfg.batch)?;
+        let mut sends: HashMap<i64, SendRecord> = HashMap::new();
+        let mut lists: HashMap<i64, MailingList> = HashMap::new();
+        let mut prepared = Vec::with_capacity(copies.len());
+        for copy in copies {
+            if let std::collections::hash_map::Entry::Vacant(e) = sends.entry(copy.send_id.get())
+                && let Some(s) = tx.send_by_id(copy.list_id, copy.send_id)?
+            {
+                tx.mark_sending(s.id)?;
+                e.insert(s);
+            }
+            if let std::collections::hash_map::Entry::Vacant(e) = lists.entry(copy.list_id.get())
+                && let Some(l) = tx.list_by_id(copy.list_id)?
+            {
+                e.insert(l);
+            }
+            // Each copy carries its own unsubscription link, stored hashed like every token.
+            let token = secrets::random_token(16);
+            let hash = secrets::sha256_hex(token.as_bytes());
+            tx.insert_token(
+                UNSUBSCRIBE,
+                &hash,
+                None,
+                Some(copy.member_id.get()),
+                now,
+                now.plus_secs(UNSUBSCRIBE_TTL_SECS),
+            )?;
+            prepared.push((copy, token));
+        }
+        Ok::<_, MailingError>((prepared, sends, lists))
+    })?;
+    let (prepared, sends, lists) = claimed;
+    round.claimed = prepared.len() as u64;
+    let mut outcomes = Vec::with_capacity(prepared.len());
+    for (copy, token) in &prepared {
+        let (Some(send), Some(list)) = (sends.get(&copy.send_id.get()), lists.get(&copy.list_id.get())) else {
+            outcomes.push((copy.id, CopyState::Failed, None, Some("the send or its list is gone".to_owned())));
+            continue;
+        };
+        let url = format!("{}/p/unsubscribe/{token}", app.settings.public_url);
+        let message = compose(&compose::Copy {
+            list,
+            send,
+            copy_id: copy.id.get(),
+            recipient: &copy.recipient,
+            unsubscribe_url: &url,
+            now,
+        });
+        let outcome = match app.mail.send(&message) {
+            Ok(()) => (copy.id, CopyState::Sent, None, None),
+            Err(SendError::Permanent(e)) => (copy.id, CopyState::Failed, None, Some(e)),
+            Err(SendError::Temporary(e)) if copy.attempts >= cfg.max_attempts => {
+                (copy.id, CopyState::Failed, None, Some(format!("gave up after {} attempts: {e}", copy.attempts)))
+            }
+            Err(SendError::Temporary(e)) => {
+                let at = app.clock.now().plus_secs(backoff(cfg.retry_base_secs, copy.attempts));
+                (copy.id, CopyState::Deferred, Some(at), Some(e))
+            }
+        };
+        outcomes.push(outcome);
+    }
+    let done = app.clock.now();
+    in_write(&*app.store, |tx| {
+        for (id, state, next, error) in &outcomes {
+            // A copy whose lease expired meanwhile was requeued: its new holder records it.
+            if tx.finish_copy(*id, *state, *next, error.as_deref(), done)? {
+                match state {
+                    CopyState::Sent => round.sent += 1,
+                    CopyState::Deferred => round.deferred += 1,
+                    _ => round.failed += 1,
+                }
+            }
+        }
+        Ok::<_, MailingError>(())
+    })?;
+    settle(app)?;
+    Ok(round)
+}
+
+/// Records the aggregate of every send whose copies are all terminal: `send.completed` when at
+/// least one was delivered, `send.failed` otherwise. Guarded by the send's state change in the
+/// database, so it happens once whatever the number of workers and processes.
+pub fn settle(app: &Courrier) -> Result<u64, MailingError> {
+    let mut closed = 0;
+    loop {
+        let ids = in_read(&*app.store, |tx| tx.settled_sends(100))?;
+        if ids.is_empty() {
+            return Ok(closed);
+        }
+        let n = ids.len();
+        for id in ids {
+            let now = app.clock.now();
+            in_write(&*app.store, |tx| {
+                let counts = tx.copy_counts(id)?;
+                let total: u64 = counts.0.iter().map(|(_, n)| n).sum();
+                let sent = counts.get(CopyState::Sent);
+                let (state, event) = if sent > 0 || total == 0 {
+                    (SendState::Completed, EventName::SendCompleted)
+                } else if counts.get(CopyState::Cancelled) == total {
+                    (SendState::Cancelled, EventName::SendFailed)
+                } else {
+                    (SendState::Failed, EventName::SendFailed)
+                };
+                if tx.close_send(id, state, now)? {
+                    let list_id = in_list(tx, id)?;
+                    if let Some(list) = list_id.and_then(|l| tx.list_by_id(l).transpose()).transpose()? {
+                        let data = json!({
+                            "send_id": id.get(),
+                            "state": state.as_str(),
+                            "recipients": total,
+                            "sent": sent,
+                            "failed": counts.get(CopyState::Failed) + counts.get(CopyState::Bounced),
+                            "cancelled": counts.get(CopyState::Cancelled),
+                        });
+                        lists::emit(tx, event, &list, data, now)?;
+                    }
+                    closed += 1;
+                }
+                Ok::<_, MailingError>(())
+            })?;
+        }
+        if n < 100 {
+            return Ok(closed);
+        }
+    }
+}
+
+fn in_list(
+    tx: &mut dyn crate::storage::Tx,
+    id: super::model::SendId,
+) -> Result<Option<super::model::ListId>, MailingError> {
+    Ok(tx.send_list(id)?)
+}
+
+/// What an unsubscription link stands for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Subscription {
+    pub list_address: String,
+    pub email: String,
+}
+
+fn find_link(
+    app: &Courrier,
+    token: &str,
+    now: Timestamp,
+) -> Result<Option<(i64, super::model::Member, MailingList)>, MailingError> {
+    let hash = secrets::sha256_hex(token.as_bytes());
+    in_read(&*app.store, |tx| {
+        let Some(t) = tx.token_by_hash(UNSUBSCRIBE, &hash)? else { return Ok(None) };
+        if t.expires_at <= now {
+            return Ok(None);
+        }
+        let Some(m) =
+            t.subject_id.map(|id| tx.find_member(super::model::MemberId::from_stored(id))).transpose()?.flatten()
+        else {
+            return Ok(None);
+        };
+        let Some(l) = tx.list_by_id(m.list_id)? else { return Ok(None) };
+        Ok(Some((t.id, m, l)))
+    })
+}
+
+/// The page behind a link (GET): what it would unsubscribe; `None` for an unknown or expired link.
+pub fn unsubscribe_peek(app: &Courrier, token: &str) -> Result<Option<Subscription>, MailingError> {
+    Ok(find_link(app, token, app.clock.now())?
+        .map(|(_, m, l)| Subscription { list_address: l.address(), email: m.email.to_string() }))
+}
+
+/// RFC 8058 one-click (POST): unsubscribes without a login. Repeating it is harmless (the member
+/// stays unsubscribed); `None` for an unknown or expired link.
+pub fn unsubscribe(app: &Courrier, token: &str) -> Result<Option<Subscription>, MailingError> {
+    let now = app.clock.now();
+    let Some((token_id, found, list)) = find_link(app, token, now)? else { return Ok(None) };
+    in_write(&*app.store, |tx| {
+        let Some(mut m) = tx.find_member(found.id)? else { return Ok(None) };
+        let from = MemberState::of(m.status, m.pending_reason);
+        if let Ok(to) = state::next(from, Trigger::Unsubscribe) {
+            let (status, reason) = to.stored().expect("unsubscribing leads to a stored state");
+            m.status = status;
+            m.pending_reason = reason;
+            tx.update_member(&m, None, now)?;
+            let data = json!({ "member_id": m.id.get(), "email": m.email.to_string(), "reason": "unsubscribe_link" });
+            lists::emit(tx, EventName::MemberRemoved, &list, data, now)?;
+        }
+        tx.use_token(token_id, now)?;
+        Ok(Some(Subscription { list_address: list.address(), email: m.email.to_string() }))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::access::Principal;
+    use crate::access::principal::RequestCtx;
+    use crate::access::users::{self, NewUser};
+    use crate::adapters::sqlite::SqliteStore;
+    use crate::kernel::Clock;
+    use crate::kernel::{BuildInfo, DomainName, EmailAddress, ListName};
+    use crate::mailing::members::{self, AddMember};
+    use crate::mailing::model::{DeliveryMode, SubscriptionPolicy};
+    use crate::mailing::{domains, lists, sends};
+    use crate::testing::{FixedClock, RecordingTransport};
+    use std::sync::Arc;
+
+    struct World {
+        app: Courrier,
+        clock: Arc<FixedClock>,
+        mail: Arc<RecordingTransport>,
+        _dir: tempfile::TempDir,
+    }
+
+    /// A real SQLite store, a clock that moves only when told, and a recording transport; a list
+    /// with `n` active regular members and one send to them.
+    fn world(n: usize) -> (World, crate::mailing::model::SendId) {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(FixedClock::at(Timestamp::from_unix_secs(1_800_000_000)));
+        let store = SqliteStore::open(&dir.path().join("t.db"), clock.now().unix_micros()).unwrap();
+        let mail = Arc::new(RecordingTransport::default());
+        let app = Courrier {
+            store: Arc::new(store),
+            clock: clock.clone(),
+            mail: mail.clone(),
+            settings: crate::Settings {
+                public_url: "https://lists.example.org".into(),
+                mail_from: EmailAddress::parse("lists@example.org").unwrap(),
+            },
+            build: BuildInfo {
+                version: "0",
+                commit: "",
+                commit_at: None,
+                dirty: false,
+                built_at: None,
+                rustc: "",
+                platform: "",
+            },
+            limiter: Default::default(),
+            key_cache: Default::default(),
+        };
+        let (p, ctx) = (Principal::operator(), RequestCtx::cli());
+        let (d, l) = (DomainName::parse("example.org").unwrap(), ListName::parse("news").unwrap());
+        let owner = EmailAddress::parse("owner@example.org").unwrap();
+        users::create(&app, &p, &ctx, NewUser { email: owner.clone(), profile: Default::default(), password: None })
+            .unwrap();
+        domains::create(
+            &app,
+            &p,
+            &ctx,
+            domains::NewDomainRequest { name: d.clone(), dkim_selector: None, default_subscription_policy: None },
+        )
+        .unwrap();
+        let new_list = lists::NewList {
+            name: l.clone(),
+            display_name: "News".into(),
+            owner,
+            kind: None,
+            subscription_policy: Some(SubscriptionPolicy::Open),
+        };
+        lists::create(&app, &p, &ctx, &d, new_list).unwrap();
+        for i in 0..n {
+            let req = AddMember {
+                email: EmailAddress::parse(&format!("m{i}@example.net")).unwrap(),
+                display_name: None,
+                delivery_mode: DeliveryMode::Regular,
+                force: false,
+                consent_source: None,
+                consent_evidence: None,
+                source_ip: None,
+            };
+            members::add(&app, &p, &ctx, &d, &l, req).unwrap();
+        }
+        mail.sent.lock().unwrap().clear(); // the owner's invitation
+        let msg = sends::NewMessage { subject: "Hi".into(), text: Some("x".into()), html: None };
+        let send = sends::submit(&app, &p, &ctx, &d, &l, msg).unwrap().send_id;
+        (World { app, clock, mail, _dir: dir }, send)
+    }
+
+    fn events(app: &Courrier, name: EventName) -> usize {
+        in_read(&*app.store, |tx| tx.events_after(None, 10_000)).unwrap().iter().filter(|e| e.name == name).count()
+    }
+
+    #[test]
+    fn a_worker_that_dies_holding_a_lease_loses_no_copy_and_cannot_overwrite_its_successor() {
+        let (w, _) = world(3);
+        let cfg = DeliveryConfig::default();
+        let now = w.clock.now();
+        // A worker claims everything, then dies before sending.
+        let dead = in_write(&*w.app.store, |tx| tx.claim_copies(now, now.plus_secs(cfg.lease_secs), 100)).unwrap();
+        assert_eq!(dead.len(), 3);
+        assert_eq!(run_once(&w.app, &cfg).unwrap().claimed, 0, "leased copies are not claimed twice");
+        w.clock.advance_secs(cfg.lease_secs + 1);
+        let round = run_once(&w.app, &cfg).unwrap();
+        assert_eq!((round.requeued, round.sent), (3, 3));
+        assert_eq!(w.mail.sent.lock().unwrap().len(), 3);
+        // The dead worker wakes up and reports: its lease is gone, nothing changes.
+        let later = w.clock.now();
+        let stale =
+            in_write(&*w.app.store, |tx| tx.finish_copy(dead[0].id, CopyState::Failed, None, Some("late"), later));
+        assert_eq!(stale, Ok(false));
+        assert_eq!(events(&w.app, EventName::SendCompleted), 1);
+        assert_eq!(settle(&w.app).unwrap(), 0, "the aggregate is recorded once");
+        assert_eq!(events(&w.app, EventName::SendCompleted), 1);
+    }
+
+    #[test]
+    fn temporary_failures_back_off_and_give_up_after_the_last_attempt() {
+        let (w, send) = world(1);
+        let cfg = DeliveryConfig { max_attempts: 3, retry_base_secs: 10, ..DeliveryConfig::default() };
+        *w.mail.fail_with.lock().unwrap() = Some(SendError::Temporary("451 try later".into()));
+        assert_eq!(run_once(&w.app, &cfg).unwrap().deferred, 1);
+        assert_eq!(run_once(&w.app, &cfg).unwrap().claimed, 0, "not before its time");
+        w.clock.advance_secs(10);
+        assert_eq!(run_once(&w.app, &cfg).unwrap().deferred, 1, "second attempt");
+        w.clock.advance_secs(19);
+        assert_eq!(run_once(&w.app, &cfg).unwrap().claimed, 0, "the second wait is twice the first");
+        w.clock.advance_secs(1);
+        assert_eq!(run_once(&w.app, &cfg).unwrap().failed, 1, "the third attempt was the last");
+        let list = in_read(&*w.app.store, |tx| tx.send_list(send)).unwrap().unwrap();
+        let s = in_read(&*w.app.store, |tx| tx.send_by_id(list, send)).unwrap().unwrap();
+        assert_eq!(s.state, SendState::Failed);
+        assert_eq!(events(&w.app, EventName::SendFailed), 1);
+    }
+
+    #[test]
+    fn backoff_doubles_from_the_base_and_stops_at_six_hours() {
+        assert_eq!(backoff(30, 1), 30);
+        assert_eq!(backoff(30, 2), 60);
+        assert_eq!(backoff(30, 3), 120);
+        assert_eq!(backoff(30, 20), 6 * 3600);
+        assert_eq!(backoff(1, 0), 1);
+    }
+}

@@ -1,0 +1,127 @@
+//! Sends: `submit` (the path API posts take, and mail posts will) fans a message out to one
+//! queued copy per active `regular` member in one transaction with its `send.submitted` event;
+//! reading a send's counts; cancelling the copies still waiting.
+
+use super::delivery;
+use super::lists;
+use super::model::{CopyCounts, DeliveryMode, SendId, SendKind, SendRecord};
+use super::{MailingError, check_text};
+use crate::Courrier;
+use crate::access::principal::{RequestCtx, audit_done};
+use crate::access::{Perm, Principal};
+use crate::kernel::{DomainName, EventName, ListName, secrets};
+use crate::storage::{NewSend, in_read, in_write};
+use serde_json::json;
+
+pub const MAX_SUBJECT: usize = 998;
+
+#[derive(Debug, Clone)]
+pub struct NewMessage {
+    pub subject: String,
+    pub text: Option<String>,
+    pub html: Option<String>,
+}
+
+/// What submitting did: the send and how many copies were queued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Submitted {
+    pub send_id: SendId,
+    pub recipients: u64,
+}
+
+fn check(m: &NewMessage, max_kb: u32) -> Result<(), MailingError> {
+    if m.subject.trim().is_empty() {
+        return Err(MailingError::Invalid("subject must not be empty".into()));
+    }
+    check_text("subject", &m.subject, MAX_SUBJECT, false)?;
+    let (text, html) = (m.text.as_deref().unwrap_or(""), m.html.as_deref().unwrap_or(""));
+    if text.trim().is_empty() && html.trim().is_empty() {
+        return Err(MailingError::Invalid("a message needs text or html".into()));
+    }
+    let size = m.subject.len() + text.len() + html.len();
+    if size > max_kb as usize * 1024 {
+        return Err(MailingError::Invalid(format!("the message is larger than the list's limit of {max_kb} KiB")));
+    }
+    Ok(())
+}
+
+pub fn submit(
+    app: &Courrier,
+    p: &Principal,
+    ctx: &RequestCtx,
+    domain: &DomainName,
+    name: &ListName,
+    message: NewMessage,
+) -> Result<Submitted, MailingError> {
+    let list = lists::authorized(app, p, ctx, Perm::Send, domain, name, "send.submit")?;
+    check(&message, list.policies.max_message_kb)?;
+    if list.status == super::model::ListStatus::Archived {
+        return Err(MailingError::Conflict("the list is archived: it sends nothing".into()));
+    }
+    let now = app.clock.now();
+    let message_id = format!("{}.{}@{}", now.unix_secs(), secrets::random_hex(12), list.domain);
+    let text = message.text.filter(|t| !t.is_empty());
+    let html = message.html.filter(|t| !t.is_empty());
+    in_write(&*app.store, |tx| {
+        let new = NewSend {
+            list_id: list.id,
+            subject: &message.subject,
+            text: text.as_deref(),
+            html: html.as_deref(),
+            message_id: &message_id,
+            created_by: p.user.as_ref().map(|u| u.id.get()),
+            kind: SendKind::Post,
+        };
+        let send_id = tx.insert_send(&new, now)?;
+        let recipients = tx.fan_out(send_id, list.id, DeliveryMode::Regular, now)?;
+        let data = json!({ "send_id": send_id.get(), "recipients": recipients, "subject": message.subject });
+        lists::emit(tx, EventName::SendSubmitted, &list, data, now)?;
+        audit_done(tx, p, ctx, now, "send.submit", &format!("send:{}:{send_id}", list.address()))?;
+        Ok(Submitted { send_id, recipients })
+    })
+}
+
+pub fn get(
+    app: &Courrier,
+    p: &Principal,
+    ctx: &RequestCtx,
+    domain: &DomainName,
+    name: &ListName,
+    id: SendId,
+) -> Result<(SendRecord, CopyCounts), MailingError> {
+    let list = lists::authorized(app, p, ctx, Perm::Read, domain, name, "send.read")?;
+    in_read(&*app.store, |tx| {
+        let send = tx.send_by_id(list.id, id)?.ok_or(MailingError::NotFound("send"))?;
+        let counts = tx.copy_counts(id)?;
+        Ok((send, counts))
+    })
+}
+
+/// Cancels the copies still waiting (queued or deferred); 409 when none is. Answers the send as
+/// it stands after (the `send` permission suffices to see what one cancelled).
+pub fn cancel(
+    app: &Courrier,
+    p: &Principal,
+    ctx: &RequestCtx,
+    domain: &DomainName,
+    name: &ListName,
+    id: SendId,
+) -> Result<(SendRecord, CopyCounts), MailingError> {
+    let list = lists::authorized(app, p, ctx, Perm::Send, domain, name, "send.cancel")?;
+    let now = app.clock.now();
+    in_write(&*app.store, |tx| {
+        tx.send_by_id(list.id, id)?.ok_or(MailingError::NotFound("send"))?;
+        let n = tx.cancel_waiting(id, now)?;
+        if n == 0 {
+            return Err(MailingError::Conflict("nothing to cancel: no copy of this send is still queued".into()));
+        }
+        audit_done(tx, p, ctx, now, "send.cancel", &format!("send:{}:{id}", list.address()))?;
+        Ok(())
+    })?;
+    // The send may have nothing left in flight: its aggregate is recorded now, not at the next round.
+    delivery::settle(app)?;
+    in_read(&*app.store, |tx| {
+        let send = tx.send_by_id(list.id, id)?.ok_or(MailingError::NotFound("send"))?;
+        Ok((send, tx.copy_counts(id)?))
+    })
+}

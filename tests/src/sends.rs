@@ -1,0 +1,301 @@
+//! Sends against the real server and a real SMTP server (aiosmtpd): the copies per delivery mode,
+//! the list headers, one-click unsubscription, permanent and temporary refusals, suspension,
+//! cancellation, the queue, and the aggregate events exactly once.
+
+use crate::access::{bearer, call, make_key, make_list, make_user};
+use courrier_core::Courrier;
+use courrier_core::access::Perm;
+use courrier_core::access::model::{KeyScope, Role};
+use courrier_core::kernel::EventName;
+use courrier_core::mailing::model::SubscriptionPolicy;
+use courrier_core::storage::in_read;
+use courrier_tests::harness::{Resp, SmtpSink, TestApp};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+const NEWS: &str = "/api/v1/domains/example.org/lists/news";
+
+fn setup(sink: &SmtpSink, extra: &[(&str, &str)]) -> (TestApp, String) {
+    let url = sink.url();
+    let mut env = vec![("COURRIER_SMTP_URL", url.as_str()), ("COURRIER_PUBLIC_URL", "https://lists.example.org")];
+    env.extend_from_slice(extra);
+    let app = TestApp::spawn_with(&env);
+    let admin = make_user(&app.core, "admin@example.org", &[Role::SiteAdmin]);
+    make_list(&app.core, "example.org", "news", "admin@example.org", SubscriptionPolicy::Open);
+    let key = make_key(&app.core, &admin, KeyScope::User, &Perm::ALL, Some(100_000));
+    (app, key)
+}
+
+fn post(app: &TestApp, key: &str, path: &str, body: Value) -> Resp {
+    call(app, "POST", path, &[bearer(key)], Some(&body))
+}
+
+fn get(app: &TestApp, key: &str, path: &str) -> Value {
+    let r = call(app, "GET", path, &[bearer(key)], None);
+    assert_eq!(r.status, 200, "{path}: {}", r.body);
+    r.json()["data"].clone()
+}
+
+fn add(app: &TestApp, key: &str, email: &str, mode: &str) {
+    let r = post(app, key, &format!("{NEWS}/members"), json!({ "email": email, "delivery_mode": mode }));
+    assert_eq!(r.status, 201, "{}", r.body);
+}
+
+fn submit(app: &TestApp, key: &str, subject: &str) -> (i64, u64) {
+    let r = post(
+        app,
+        key,
+        &format!("{NEWS}/sends"),
+        json!({ "subject": subject, "text": "Hello all", "html": "<p>Hello all</p>" }),
+    );
+    assert_eq!(r.status, 202, "{}", r.body);
+    let d = r.json()["data"].clone();
+    (d["send_id"].as_i64().unwrap(), d["recipients"].as_u64().unwrap())
+}
+
+/// Polls the send until `done` holds of it (at most 20 s).
+fn wait_send(app: &TestApp, key: &str, id: i64, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let s = get(app, key, &format!("{NEWS}/sends/{id}"));
+        if done(&s) {
+            return s;
+        }
+        assert!(Instant::now() < deadline, "the send did not get there: {s}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn events(core: &Courrier, name: EventName) -> Vec<Value> {
+    in_read(&*core.store, |tx| tx.events_after(None, 100_000))
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.name == name)
+        .map(|e| e.data)
+        .collect()
+}
+
+fn header<'a>(message: &'a str, name: &str) -> Option<&'a str> {
+    let head = message.split("\n\n").next().unwrap_or(message);
+    head.lines().find_map(|l| l.strip_prefix(&format!("{name}: ")))
+}
+
+#[test]
+fn a_send_reaches_every_active_regular_member_once_with_the_list_headers() {
+    let sink = SmtpSink::start();
+    let (app, key) = setup(&sink, &[]);
+    for (email, mode) in [
+        ("a@example.net", "regular"),
+        ("b@example.net", "regular"),
+        ("c@example.com", "regular"),
+        ("d@example.net", "digest"),
+        ("e@example.net", "nomail"),
+    ] {
+        add(&app, &key, email, mode);
+    }
+    let r = call(
+        &app,
+        "PATCH",
+        NEWS,
+        &[bearer(&key)],
+        Some(&json!({ "subject_tag": "[news]", "footer_text": "You are on news." })),
+    );
+    assert_eq!(r.status, 200);
+    let (id, recipients) = submit(&app, &key, "First issue");
+    assert_eq!(recipients, 3, "regular members only: digest and nomail get no copy");
+    let s = wait_send(&app, &key, id, |s| s["state"] == "completed");
+    assert_eq!((s["counts"]["sent"].as_u64(), s["counts"]["queued"].as_u64()), (Some(3), Some(0)), "{s}");
+    assert!(s["completed_at"].is_string());
+    let messages = sink.wait_for(3, Duration::from_secs(5));
+    assert_eq!(messages.len(), 3);
+    let mut to: Vec<&str> = messages.iter().map(|m| header(m, "To").unwrap()).collect();
+    to.sort_unstable();
+    assert_eq!(to, ["a@example.net", "b@example.net", "c@example.com"]);
+    let m = &messages[0];
+    assert_eq!(header(m, "Subject"), Some("[news] First issue"));
+    assert_eq!(header(m, "Precedence"), Some("list"));
+    assert_eq!(header(m, "List-Unsubscribe-Post"), Some("List-Unsubscribe=One-Click"));
+    assert_eq!(header(m, "List-Post"), Some("<mailto:news@example.org>"));
+    assert!(header(m, "List-Id").unwrap().ends_with("<news.example.org>"), "{m}");
+    assert!(header(m, "List-Help").unwrap().contains("news-request@example.org"));
+    let unsubscribe = header(m, "List-Unsubscribe").unwrap();
+    assert!(
+        unsubscribe.contains("<mailto:news-unsubscribe@example.org")
+            && unsubscribe.contains("<https://lists.example.org/p/unsubscribe/"),
+        "{unsubscribe}"
+    );
+    let message_ids: std::collections::HashSet<_> = messages.iter().map(|m| header(m, "Message-ID").unwrap()).collect();
+    assert_eq!(message_ids.len(), 1, "every copy of one post carries its Message-ID");
+    assert!(m.contains("multipart/alternative") && m.contains("You are on news."), "{m}");
+    // VERP: the return path names the copy.
+    let mail_from = header(m, "X-MailFrom").unwrap();
+    assert!(mail_from.starts_with("news-bounces+") && mail_from.ends_with("@example.org"), "{mail_from}");
+    assert_eq!(events(&app.core, EventName::SendSubmitted).len(), 1);
+    std::thread::sleep(Duration::from_millis(600));
+    let completed = events(&app.core, EventName::SendCompleted);
+    assert_eq!(completed.len(), 1, "exactly once: {completed:?}");
+    assert_eq!(completed[0]["sent"], 3);
+    assert!(events(&app.core, EventName::SendFailed).is_empty());
+    let q = get(&app, &key, "/api/v1/system/queue");
+    assert_eq!((q["depth"].as_u64(), q["oldest_queued_at"].clone()), (Some(0), Value::Null), "{q}");
+    assert_eq!(get(&app, &key, "/api/v1/dashboard")["sends_in_flight"], 0);
+}
+
+#[test]
+fn one_click_unsubscribes_without_a_login_and_a_get_changes_nothing() {
+    let sink = SmtpSink::start();
+    let (app, key) = setup(&sink, &[]);
+    add(&app, &key, "ann@example.net", "regular");
+    submit(&app, &key, "Hi");
+    let m = sink.wait_for(1, Duration::from_secs(20)).remove(0);
+    let unsubscribe = header(&m, "List-Unsubscribe").unwrap();
+    let url = unsubscribe.split('<').find(|p| p.starts_with("https://")).unwrap().trim_end_matches(['>', ' ', ',']);
+    let path = &url["https://lists.example.org".len()..];
+    let page = app.get(path);
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("ann@example.net"));
+    assert_eq!(
+        get(&app, &key, &format!("{NEWS}/members/ann%40example.net"))["status"],
+        "active",
+        "a GET changes nothing"
+    );
+    let h = [("content-type", "application/x-www-form-urlencoded")];
+    let done = app.client.request("POST", path, &h, Some(b"List-Unsubscribe=One-Click"));
+    assert_eq!(done.status, 200, "{}", done.body);
+    assert_eq!(get(&app, &key, &format!("{NEWS}/members/ann%40example.net"))["status"], "unsubscribed");
+    assert_eq!(events(&app.core, EventName::MemberRemoved).len(), 1);
+    assert_eq!(app.client.request("POST", path, &h, Some(b"List-Unsubscribe=One-Click")).status, 200, "repeatable");
+    assert_eq!(events(&app.core, EventName::MemberRemoved).len(), 1, "no second event");
+    assert_eq!(app.client.request("POST", "/p/unsubscribe/forged", &h, Some(b"")).status, 404);
+    // The next send skips the unsubscribed member.
+    let (_, recipients) = submit(&app, &key, "Again");
+    assert_eq!(recipients, 0);
+}
+
+#[test]
+fn refusals_fail_or_defer_copies_and_a_send_with_none_delivered_fails_once() {
+    let sink = SmtpSink::start_refusing(550);
+    let (app, key) = setup(&sink, &[]);
+    add(&app, &key, "refuse-1@example.net", "regular");
+    add(&app, &key, "refuse-2@example.net", "regular");
+    let (id, _) = submit(&app, &key, "Nobody gets this");
+    let s = wait_send(&app, &key, id, |s| s["state"] == "failed");
+    assert_eq!(s["counts"]["failed"], 2, "{s}");
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(events(&app.core, EventName::SendFailed).len(), 1);
+    assert!(events(&app.core, EventName::SendCompleted).is_empty());
+
+    let sink = SmtpSink::start_refusing(451);
+    let (app, key) = setup(&sink, &[("COURRIER_RETRY_BASE_SECS", "60")]);
+    add(&app, &key, "refuse-later@example.net", "regular");
+    add(&app, &key, "ok@example.net", "regular");
+    let (id, _) = submit(&app, &key, "Some get it now");
+    let s = wait_send(&app, &key, id, |s| s["counts"]["sent"] == 1 && s["counts"]["deferred"] == 1);
+    assert_eq!(s["state"], "sending", "a deferred copy keeps the send open: {s}");
+    let q = get(&app, &key, "/api/v1/system/queue");
+    assert_eq!((q["depth"].as_u64(), q["by_state"]["deferred"].as_u64()), (Some(1), Some(1)), "{q}");
+    assert!(q["oldest_queued_at"].is_string());
+    // Cancelling takes the deferred copy; the send then completes (one copy was delivered).
+    let c = post(&app, &key, &format!("{NEWS}/sends/{id}/cancel"), json!({}));
+    assert_eq!(c.status, 200, "{}", c.body);
+    assert_eq!(
+        (c.json()["data"]["counts"]["cancelled"].as_u64(), c.json()["data"]["state"].as_str()),
+        (Some(1), Some("completed"))
+    );
+    post(&app, &key, &format!("{NEWS}/sends/{id}/cancel"), json!({})).expect_error(409, "conflict");
+    assert_eq!(events(&app.core, EventName::SendCompleted).len(), 1);
+}
+
+#[test]
+fn a_suspended_list_keeps_its_copies_queued_until_it_resumes() {
+    let sink = SmtpSink::start();
+    let (app, key) = setup(&sink, &[]);
+    add(&app, &key, "a@example.net", "regular");
+    add(&app, &key, "b@example.net", "regular");
+    assert_eq!(post(&app, &key, &format!("{NEWS}/suspend"), json!({})).status, 200);
+    let (id, _) = submit(&app, &key, "Held back");
+    std::thread::sleep(Duration::from_millis(1000));
+    assert!(sink.messages().is_empty(), "nothing leaves a suspended list");
+    let s = get(&app, &key, &format!("{NEWS}/sends/{id}"));
+    assert_eq!((s["state"].as_str(), s["counts"]["queued"].as_u64()), (Some("queued"), Some(2)), "{s}");
+    assert_eq!(get(&app, &key, "/api/v1/system/queue")["depth"], 2);
+    assert_eq!(get(&app, &key, "/api/v1/dashboard")["sends_in_flight"], 1);
+    assert_eq!(post(&app, &key, &format!("{NEWS}/resume"), json!({})).status, 200);
+    wait_send(&app, &key, id, |s| s["state"] == "completed");
+    assert_eq!(sink.wait_for(2, Duration::from_secs(5)).len(), 2);
+
+    // Cancelled before any copy left: the send is cancelled, and its aggregate says no copy went.
+    post(&app, &key, &format!("{NEWS}/suspend"), json!({}));
+    let (id, _) = submit(&app, &key, "Never mind");
+    let c = post(&app, &key, &format!("{NEWS}/sends/{id}/cancel"), json!({}));
+    assert_eq!(c.json()["data"]["state"], "cancelled", "{}", c.body);
+    assert_eq!(events(&app.core, EventName::SendFailed).len(), 1);
+    post(&app, &key, &format!("{NEWS}/resume"), json!({}));
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(sink.messages().len(), 2, "cancelled copies never leave");
+}
+
+#[test]
+fn sends_refuse_what_they_cannot_send() {
+    let sink = SmtpSink::start();
+    let (app, key) = setup(&sink, &[]);
+    post(&app, &key, &format!("{NEWS}/sends"), json!({ "subject": "", "text": "x" }))
+        .expect_error(422, "validation_failed");
+    post(&app, &key, &format!("{NEWS}/sends"), json!({ "subject": "No body" })).expect_error(422, "validation_failed");
+    post(&app, &key, &format!("{NEWS}/sends"), json!({ "subject": "a\nb", "text": "x" }))
+        .expect_error(422, "validation_failed");
+    post(&app, &key, &format!("{NEWS}/sends"), json!({ "subject": "x", "text": "x", "to": "all" }))
+        .expect_error(422, "validation_failed");
+    call(&app, "GET", &format!("{NEWS}/sends/999"), &[bearer(&key)], None).expect_error(404, "not_found");
+    call(&app, "GET", &format!("{NEWS}/sends/abc"), &[bearer(&key)], None).expect_error(422, "invalid_path_id");
+    post(&app, &key, &format!("{NEWS}/sends/999/cancel"), json!({})).expect_error(404, "not_found");
+    let admin = courrier_core::access::users::by_email(
+        &app.core,
+        &courrier_core::kernel::EmailAddress::parse("admin@example.org").unwrap(),
+    )
+    .unwrap()
+    .0;
+    let reader = make_key(&app.core, &admin, KeyScope::User, &[Perm::Read], None);
+    post(&app, &reader, &format!("{NEWS}/sends"), json!({ "subject": "x", "text": "x" }))
+        .expect_error(403, "forbidden");
+    // Idempotency-Key: one send for two identical submissions.
+    let auth = format!("Bearer {key}");
+    let h = [("authorization", auth.as_str()), ("content-type", "application/json"), ("idempotency-key", "send-1")];
+    let body = json!({ "subject": "Once", "text": "x" }).to_string();
+    let first = app.client.request("POST", &format!("{NEWS}/sends"), &h, Some(body.as_bytes()));
+    let again = app.client.request("POST", &format!("{NEWS}/sends"), &h, Some(body.as_bytes()));
+    assert_eq!((first.status, again.status, again.header("idempotent-replay")), (202, 202, Some("true")));
+    assert_eq!(first.json()["data"], again.json()["data"]);
+    assert_eq!(events(&app.core, EventName::SendSubmitted).len(), 1);
+}
+
+#[test]
+fn digest_members_get_one_digest_of_the_posts_and_regular_members_the_posts() {
+    let sink = SmtpSink::start();
+    let (app, key) = setup(&sink, &[]);
+    add(&app, &key, "regular@example.net", "regular");
+    add(&app, &key, "d1@example.net", "digest");
+    add(&app, &key, "d2@example.net", "digest");
+    let (first, _) = submit(&app, &key, "Spring meeting");
+    let (second, _) = submit(&app, &key, "Summer picnic");
+    wait_send(&app, &key, second, |s| s["state"] == "completed");
+    wait_send(&app, &key, first, |s| s["state"] == "completed");
+    assert_eq!(sink.wait_for(2, Duration::from_secs(5)).len(), 2, "the regular member's two posts");
+    let built = courrier_core::mailing::digests::run(&app.core, None, true).unwrap();
+    assert_eq!(built.len(), 1);
+    assert_eq!((built[0].posts, built[0].recipients), (2, 2));
+    let digest_id = built[0].send_id.get();
+    wait_send(&app, &key, digest_id, |s| s["state"] == "completed");
+    let all = sink.wait_for(4, Duration::from_secs(5));
+    let digests: Vec<&String> = all.iter().filter(|m| header(m, "To").is_some_and(|t| t.starts_with('d'))).collect();
+    assert_eq!(digests.len(), 2, "one digest per digest member");
+    let d = digests[0];
+    assert!(d.contains("Today's Topics:") && d.contains("Spring meeting") && d.contains("Summer picnic"), "{d}");
+    assert!(header(d, "List-Unsubscribe").is_some());
+    assert!(courrier_core::mailing::digests::run(&app.core, None, true).unwrap().is_empty(), "nothing new: no digest");
+    let (third, _) = submit(&app, &key, "Autumn fair");
+    wait_send(&app, &key, third, |s| s["state"] == "completed");
+    assert!(courrier_core::mailing::digests::run(&app.core, None, false).unwrap().is_empty(), "not due before a day");
+    let next = courrier_core::mailing::digests::run(&app.core, None, true).unwrap();
+    assert_eq!(next[0].posts, 1, "only what the last digest did not cover");
+}
