@@ -25,6 +25,8 @@ pub enum CliError {
     Input { code: Code, message: String },
     #[error("cannot read the password from standard input: {0}")]
     Stdin(std::io::Error),
+    #[error(transparent)]
+    Document(#[from] courrier_core::ocr::documents::DocumentError),
 }
 
 impl From<courrier_http::error::ApiError> for CliError {
@@ -44,6 +46,7 @@ impl CoreError for CliError {
             CliError::Name(e) => e.code(),
             CliError::Input { code, .. } => *code,
             CliError::Stdin(_) => Code::ValidationFailed,
+            CliError::Document(e) => e.code(),
         }
     }
 }

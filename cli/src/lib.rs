@@ -4,6 +4,7 @@
 mod admin;
 pub mod config;
 pub mod error;
+mod ocr;
 pub mod server;
 
 use clap::{Parser, Subcommand};
@@ -40,6 +41,20 @@ pub enum Command {
     Role(admin::RoleCommand),
     /// Create an API key for an account; prints its secret (shown once).
     CreateApiKey(admin::CreateApiKey),
+    /// Maintenance mode of the OCR service: while on, its routes answer 503.
+    Maintenance {
+        #[arg(value_enum)]
+        state: ocr::Switch,
+    },
+    /// OCR documents.
+    #[command(subcommand)]
+    Ocr(ocr::OcrCommand),
+    /// Reads a PDF from stdin under resource limits (the server runs it; not for people).
+    #[command(hide = true)]
+    Sandbox {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 /// What the binary was built from (see build.rs).
@@ -57,6 +72,11 @@ pub fn build_info() -> BuildInfo {
 }
 
 pub fn run(cli: Cli) -> ExitCode {
+    // The sandbox reads neither configuration nor database, and logs nothing: it limits itself
+    // and answers on stdout.
+    if let Command::Sandbox { args } = &cli.command {
+        return ExitCode::from(courrier_core::adapters::pdf_sandbox::child_main(args));
+    }
     let json = cli.json;
     match execute(cli) {
         Ok(()) => ExitCode::SUCCESS,
@@ -102,6 +122,9 @@ fn execute(cli: Cli) -> Result<(), CliError> {
         Command::User(cmd) => admin::user(&config, cmd, cli.json),
         Command::Role(cmd) => admin::role(&config, cmd, cli.json),
         Command::CreateApiKey(cmd) => admin::create_api_key(&config, cmd, cli.json),
+        Command::Maintenance { state } => ocr::maintenance(&config, state, cli.json),
+        Command::Ocr(cmd) => ocr::ocr(&config, cmd, cli.json),
+        Command::Sandbox { .. } => Ok(()),
     }
 }
 
