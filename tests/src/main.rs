@@ -5,6 +5,7 @@
 mod access;
 mod cli;
 mod envelopes;
+mod ocr;
 mod openapi;
 mod shutdown;
 mod smtp;

@@ -588,6 +588,38 @@ mod tests {
         assert!(parse_records(b"Z\0\0\0\0\0\0\0\0").is_err());
     }
 
+    /// A stand-in for `courrier` that misbehaves as a hostile PDF could make the reader misbehave.
+    fn fake_reader(dir: &Path, name: &str, script: &str, limits: SandboxLimits) -> SandboxedPdfReader {
+        use std::os::unix::fs::PermissionsExt;
+        let exe = dir.join(name);
+        std::fs::write(&exe, format!("#!/bin/sh\ncat >/dev/null\n{script}\n")).unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        SandboxedPdfReader::new(exe, limits)
+    }
+
+    #[test]
+    fn a_child_that_dies_hangs_or_floods_is_a_limit_not_a_crash() {
+        let dir = tempfile::tempdir().unwrap();
+        let limits = SandboxLimits {
+            wall_time: Duration::from_millis(500),
+            max_output_bytes: 1024 * 1024,
+            ..SandboxLimits::default()
+        };
+        let pdf = b"%PDF-1.4 whatever";
+        let crash = fake_reader(dir.path(), "crash", "kill -SEGV $$", limits);
+        assert!(matches!(crash.content(pdf, 50), Err(PdfError::LimitExceeded(m)) if m.contains("stack")));
+        let started = Instant::now();
+        let hang = fake_reader(dir.path(), "hang", "exec sleep 30", limits);
+        assert!(matches!(hang.content(pdf, 50), Err(PdfError::LimitExceeded(m)) if m.contains("longer")));
+        assert!(started.elapsed() < Duration::from_secs(5), "killed at its wall time");
+        let flood = fake_reader(dir.path(), "flood", "exec head -c 3000000 /dev/zero", limits);
+        assert!(matches!(flood.content(pdf, 50), Err(PdfError::LimitExceeded(m)) if m.contains("output")));
+        let garbage = fake_reader(dir.path(), "garbage", "printf 'hello'", limits);
+        assert!(matches!(garbage.content(pdf, 50), Err(PdfError::Unreadable(_))));
+        let missing = SandboxedPdfReader::new(dir.path().join("absent"), limits);
+        assert!(matches!(missing.content(pdf, 50), Err(PdfError::Unavailable(_))));
+    }
+
     #[test]
     fn reads_pdftoppm_gray_output() {
         let img = parse_pgm(b"P5\n2 2\n255\n\x00\x01\x02\x03").unwrap();
