@@ -281,9 +281,9 @@ fn store_only_returns_the_page_as_jpeg_and_jpeg_download_returns_the_same_bytes(
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&bytes[..bytes.len().min(300)]));
     assert_eq!(headers.get("content-type").and_then(|v| v.to_str().ok()), Some("image/jpeg"));
     assert!(bytes == jpeg, "jpegDownload returned {} bytes, not the {} of the page", bytes.len(), jpeg.len());
-    // The query string works too; a missing page is a clear 422.
+    // The query string works too; a page the document does not have is not found.
     let resp = call(&app, "GET", &format!("/api/ocrs?ocrID={ocr_id}&action=jpegDownload&page=2"), Some(&key), None);
-    expect_refusal(&resp, 422, "validation_failed");
+    expect_refusal(&resp, 404, "not_found");
 }
 
 #[test]

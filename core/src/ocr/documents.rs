@@ -199,7 +199,7 @@ impl CoreError for DocumentError {
                 PdfError::Encrypted => Code::DocumentEncrypted,
                 PdfError::Unreadable(_) => Code::DocumentUnreadable,
                 PdfError::LimitExceeded(_) | PdfError::TooManyPages { .. } => Code::DocumentTooComplex,
-                PdfError::NoSuchPage(_) => Code::ValidationFailed,
+                PdfError::NoSuchPage(_) => Code::NotFound,
                 PdfError::Unavailable(_) => Code::OcrUnavailable,
             },
             DocumentError::Image(e) => match e {

@@ -243,6 +243,13 @@ pub fn adjust_operation(route: &Route, op: &mut Value) {
     }
     if route.operation_id == "getOcrs" {
         op["responses"]["200"]["content"]["image/jpeg"] = json!({ "schema": { "type": "string", "format": "binary" } });
+        // Required, in the query or (as ScanInvoices sends it) in a JSON body, which OpenAPI
+        // cannot say of a GET: documented where a generic client puts it.
+        if let Some(params) = op["parameters"].as_array_mut() {
+            for p in params.iter_mut().filter(|p| p["name"] == "ocrID") {
+                p["required"] = json!(true);
+            }
+        }
     }
     let Some(responses) = op["responses"].as_object_mut() else { return };
     for (status, response) in responses.iter_mut() {
