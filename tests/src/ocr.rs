@@ -337,7 +337,11 @@ fn a_document_is_its_owners_alone() {
 fn bad_tokens_are_refused_with_401_on_every_ocr_route() {
     let app = spawn();
     let key = user_key(&app, "ada@example.org");
-    let revoked = format!("{}0", &key[..key.len() - 1]);
+    // A key whose secret is wrong in its last digit, and a key revoked by logging out.
+    let last = if key.ends_with('0') { '1' } else { '0' };
+    let wrong = format!("{}{last}", &key[..key.len() - 1]);
+    let revoked = user_key(&app, "bob@example.org");
+    assert_eq!(call(&app, "POST", "/api/logout", Some(&revoked), None).status, 200);
     for (method, path) in [
         ("POST", "/api/ocrs"),
         ("GET", "/api/ocrs"),
@@ -347,7 +351,7 @@ fn bad_tokens_are_refused_with_401_on_every_ocr_route() {
         ("GET", "/api/ruok"),
         ("GET", "/api/ruok/1"),
     ] {
-        for token in [None, Some("svc_nothing"), Some(revoked.as_str())] {
+        for token in [None, Some("svc_nothing"), Some(wrong.as_str()), Some(revoked.as_str())] {
             expect_refusal(&call(&app, method, path, token, None), 401, "unauthenticated");
         }
     }
