@@ -22,6 +22,13 @@ pub struct Config {
     /// Delivery worker threads (`COURRIER_DELIVERY_WORKERS`, default 2; 0 leaves delivery to
     /// `courrier worker` processes).
     pub delivery_workers: usize,
+    /// The executable run as `<exe> sandbox` to read PDFs; this binary by default. Tests that run
+    /// the server inside their own process point it at the built `courrier`.
+    pub ocr_sandbox_bin: Option<PathBuf>,
+    /// Tesseract worker threads (each with its own engines); the number of CPUs by default.
+    pub ocr_workers: usize,
+    /// `POST /api/register` exists only when this is set (`COURRIER_OCR_REGISTRATION=1`).
+    pub ocr_registration: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -78,9 +85,24 @@ impl Config {
         };
         let retry_base_secs = number("COURRIER_RETRY_BASE_SECS", 30, 1..=86_400)?;
         let delivery_workers = number("COURRIER_DELIVERY_WORKERS", 2, 0..=64)? as usize;
+        let ocr_workers = match get("COURRIER_OCR_WORKERS") {
+            None => std::thread::available_parallelism().map_or(1, usize::from),
+            Some(raw) => match raw.trim().parse::<usize>() {
+                Ok(n @ 1..=64) => n,
+                _ => return Err(invalid("COURRIER_OCR_WORKERS", format!("{raw:?} is not a number from 1 to 64"))),
+            },
+        };
+        let ocr_registration = match get("COURRIER_OCR_REGISTRATION").as_deref().map(str::trim) {
+            None | Some("" | "0" | "false") => false,
+            Some("1" | "true") => true,
+            Some(other) => return Err(invalid("COURRIER_OCR_REGISTRATION", format!("{other:?} is neither 0 nor 1"))),
+        };
         Ok(Self {
             retry_base_secs,
             delivery_workers,
+            ocr_sandbox_bin: get("COURRIER_OCR_SANDBOX_BIN").map(PathBuf::from),
+            ocr_workers,
+            ocr_registration,
             smtp_url,
             mail_from,
             listen,

@@ -31,6 +31,8 @@ pub enum CliError {
     File { path: String, source: std::io::Error },
     #[error("cannot write the output: {0}")]
     Output(std::io::Error),
+    #[error(transparent)]
+    Document(#[from] courrier_core::ocr::documents::DocumentError),
 }
 
 impl From<courrier_http::error::ApiError> for CliError {
@@ -52,6 +54,7 @@ impl CoreError for CliError {
             CliError::Stdin(_) | CliError::File { .. } => Code::ValidationFailed,
             CliError::Mailing(e) => e.code(),
             CliError::Output(_) => Code::Internal,
+            CliError::Document(e) => e.code(),
         }
     }
 }

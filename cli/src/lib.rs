@@ -5,6 +5,7 @@ mod admin;
 pub mod config;
 pub mod error;
 mod members;
+mod ocr;
 pub mod server;
 mod workers;
 
@@ -57,6 +58,20 @@ pub enum Command {
     /// Members of a list: CSV import and export.
     #[command(subcommand)]
     Members(members::MembersCommand),
+    /// Maintenance mode of the OCR service: while on, its routes answer 503.
+    Maintenance {
+        #[arg(value_enum)]
+        state: ocr::Switch,
+    },
+    /// OCR documents.
+    #[command(subcommand)]
+    Ocr(ocr::OcrCommand),
+    /// Reads a PDF from stdin under resource limits (the server runs it; not for people).
+    #[command(hide = true)]
+    Sandbox {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 /// What the binary was built from (see build.rs).
@@ -74,6 +89,11 @@ pub fn build_info() -> BuildInfo {
 }
 
 pub fn run(cli: Cli) -> ExitCode {
+    // The sandbox reads neither configuration nor database, and logs nothing: it limits itself
+    // and answers on stdout.
+    if let Command::Sandbox { args } = &cli.command {
+        return ExitCode::from(courrier_core::adapters::pdf_sandbox::child_main(args));
+    }
     let json = cli.json;
     match execute(cli) {
         Ok(()) => ExitCode::SUCCESS,
@@ -133,6 +153,9 @@ fn execute(cli: Cli) -> Result<(), CliError> {
         Command::List(cmd) => members::list(&config, cmd, cli.json),
         Command::Members(cmd) => members::members(&config, cmd, cli.json),
         Command::Digests(cmd) => members::digests(&config, cmd, cli.json),
+        Command::Maintenance { state } => ocr::maintenance(&config, state, cli.json),
+        Command::Ocr(cmd) => ocr::ocr(&config, cmd, cli.json),
+        Command::Sandbox { .. } => Ok(()),
     }
 }
 

@@ -23,6 +23,11 @@ pub fn wire(config: &Config, build: BuildInfo) -> Result<Arc<Courrier>, CliError
     let mail = SmtpTransport::from_url(&config.smtp_url)
         .map_err(|e| ConfigError::Invalid { var: "COURRIER_SMTP_URL", reason: e.to_string() })?;
     let store = SqliteStore::open(&config.database_path(), clock.now().unix_micros())?;
+    let sandbox =
+        config.ocr_sandbox_bin.clone().or_else(courrier_core::adapters::pdf_sandbox::default_exe).ok_or_else(|| {
+            ConfigError::Invalid { var: "COURRIER_OCR_SANDBOX_BIN", reason: "cannot find this executable".into() }
+        })?;
+    let ocr = courrier_core::adapters::ocr_services(&config.documents_dir(), sandbox, config.ocr_workers);
     Ok(Arc::new(Courrier {
         store: Arc::new(store),
         clock,
@@ -31,6 +36,7 @@ pub fn wire(config: &Config, build: BuildInfo) -> Result<Arc<Courrier>, CliError
         build,
         limiter: Limiter::default(),
         key_cache: Default::default(),
+        ocr,
     }))
 }
 
@@ -70,7 +76,9 @@ pub fn bind(config: &Config, build: BuildInfo) -> Result<Bound, CliError> {
     let bind_err = |source| CliError::Bind { addr: config.listen.to_string(), source };
     let listener = std::net::TcpListener::bind(config.listen).map_err(bind_err)?;
     listener.set_nonblocking(true).map_err(bind_err)?;
-    let router = courrier_http::router(courrier_http::AppState::new(Arc::clone(&app)));
+    let mut state = courrier_http::AppState::new(Arc::clone(&app));
+    state.ocr_registration = config.ocr_registration;
+    let router = courrier_http::router(state);
     Ok(Bound { listener, router, app, delivery: delivery_config(config), delivery_workers: config.delivery_workers })
 }
 

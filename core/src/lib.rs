@@ -8,6 +8,7 @@ pub mod access;
 pub mod adapters;
 pub mod kernel;
 pub mod mailing;
+pub mod ocr;
 pub mod storage;
 pub mod system;
 #[cfg(any(test, feature = "testing"))]
@@ -25,6 +26,7 @@ pub struct Courrier {
     pub build: kernel::BuildInfo,
     pub limiter: access::limits::Limiter,
     pub key_cache: access::cache::KeyCache,
+    pub ocr: ocr::OcrServices,
 }
 
 /// Installation settings the rules need.

@@ -11,6 +11,7 @@ pub mod dto;
 pub mod envelope;
 pub mod error;
 mod mailing;
+mod ocr;
 pub mod openapi;
 mod pages;
 pub mod query;
@@ -40,6 +41,8 @@ pub struct AppState {
     pub body_read_timeout: std::time::Duration,
     pub openapi_mailing: bytes::Bytes,
     pub openapi_ocr: bytes::Bytes,
+    /// `POST /api/register` answers only when the installation enables it.
+    pub ocr_registration: bool,
 }
 
 impl AppState {
@@ -52,6 +55,7 @@ impl AppState {
             openapi_mailing: render(routes::Api::Mailing),
             openapi_ocr: render(routes::Api::Ocr),
             body_read_timeout: std::time::Duration::from_secs(30),
+            ocr_registration: false,
             app,
         }
     }
@@ -105,6 +109,8 @@ fn needs_guard(route: &Route, max_body: usize) -> bool {
 async fn route_guard(state: AppState, route: &'static Route, mut req: Request, next: Next) -> Response {
     let mut resp = match check_route(route, &mut req, &state).await {
         Ok(()) => next.run(req).await,
+        // The OCR service answers its refusals in its own shape.
+        Err(e) if route.api == routes::Api::Ocr => ocr::reply::OcrError(e).into_response(),
         Err(e) => e.into_response(),
     };
     // Only error answers are logged with their route: a success needs no extension map.

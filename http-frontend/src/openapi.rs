@@ -9,6 +9,9 @@ pub fn document(api: Api, version: &str) -> Value {
     for route in routes::all().filter(|r| r.api == api) {
         let item = paths.entry(route.path).or_insert_with(|| json!({}));
         item[route.method.as_str().to_ascii_lowercase()] = operation(route);
+        if api == Api::Ocr {
+            crate::ocr::adjust_operation(route, &mut item[route.method.as_str().to_ascii_lowercase()]);
+        }
     }
     let (title, description, tags) = match api {
         Api::Mailing => (

@@ -89,6 +89,7 @@ fn start(limits: ServerLimits, body_read_timeout: Duration) -> Probe {
         build: BuildInfo::unknown(),
         limiter: Default::default(),
         key_cache: Default::default(),
+        ocr: courrier_core::adapters::ocr_services(dir.path(), "/nonexistent/courrier".into(), 1),
     });
     let mut state = AppState::new(app);
     state.body_read_timeout = body_read_timeout;

@@ -149,7 +149,12 @@ impl Route {
 
 /// Every route of both services.
 pub fn all() -> impl Iterator<Item = &'static Route> {
-    crate::system::ROUTES.iter().chain(crate::access::ROUTES).chain(crate::mailing::ROUTES).chain(crate::pages::ROUTES)
+    crate::system::ROUTES
+        .iter()
+        .chain(crate::access::ROUTES)
+        .chain(crate::mailing::ROUTES)
+        .chain(crate::pages::ROUTES)
+        .chain(crate::ocr::ROUTES)
 }
 
 /// The largest body any route of the table takes.

@@ -82,6 +82,27 @@ impl Client {
         read(resp.expect("request failed"))
     }
 
+    /// As [`Client::request`], the body kept as bytes (images).
+    pub fn request_bytes(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&[u8]>,
+    ) -> (u16, ureq::http::HeaderMap, Vec<u8>) {
+        let mut req = ureq::http::Request::builder().method(method).uri(format!("{}{path}", self.base));
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let resp = match body {
+            Some(b) => self.agent.run(req.body(b.to_vec()).unwrap()),
+            None => self.agent.run(req.body(()).unwrap()),
+        };
+        let mut resp = resp.expect("request failed");
+        let bytes = resp.body_mut().with_config().limit(64 * 1024 * 1024).read_to_vec().unwrap_or_default();
+        (resp.status().as_u16(), resp.headers().clone(), bytes)
+    }
+
     pub fn post_json(&self, path: &str, body: &Value) -> Resp {
         self.request("POST", path, &[("content-type", "application/json")], Some(body.to_string().as_bytes()))
     }
@@ -117,6 +138,11 @@ impl TestApp {
         let dir = tempfile::tempdir().unwrap();
         let env = |k: &str| match k {
             "COURRIER_LISTEN" => Some("127.0.0.1:0".to_owned()),
+            // The server reads PDFs by running `<exe> sandbox`: here the test binary is the process,
+            // so it is pointed at the `courrier` binary (OCR tests build it with `courrier_bin()`).
+            "COURRIER_OCR_SANDBOX_BIN" if !vars.iter().any(|(name, _)| *name == k) => {
+                Some(courrier_bin_path().display().to_string())
+            }
             _ => vars.iter().find(|(name, _)| *name == k).map(|(_, v)| (*v).to_owned()),
         };
         let config = Config::from_env(env, Some(dir.path().to_path_buf())).unwrap();
@@ -153,10 +179,18 @@ pub fn courrier_bin() -> &'static Path {
             .status()
             .expect("cargo runs");
         assert!(status.success(), "building the courrier binary failed");
-        // The test executable is target/<profile>/deps/integration-<hash>.
-        let exe = std::env::current_exe().unwrap();
-        exe.parent().and_then(Path::parent).unwrap().join("courrier")
+        courrier_bin_path()
     })
+}
+
+/// Where `cargo build` puts the `courrier` binary of this checkout (not built by this call). The
+/// test executable is target/<profile>/deps/integration-<hash>.
+pub fn courrier_bin_path() -> PathBuf {
+    if let Ok(bin) = std::env::var("COURRIER_BIN") {
+        return PathBuf::from(bin);
+    }
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().and_then(Path::parent).unwrap().join("courrier")
 }
 
 pub fn free_port() -> u16 {

@@ -6,6 +6,7 @@ mod access;
 mod cli;
 mod envelopes;
 mod members;
+mod ocr;
 mod openapi;
 mod sends;
 mod shutdown;

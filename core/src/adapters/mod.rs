@@ -1,6 +1,27 @@
 //! Adapters: the only modules that import an outside library to reach the world (a database, a
 //! network, the system clock). Each implements a port that core's rules use.
 
+pub mod blob_fs;
+pub mod image_codec;
+pub mod pdf_sandbox;
 pub mod smtp;
 pub mod sqlite;
 pub mod system_clock;
+pub mod tesseract;
+
+/// The OCR service's real adapters: documents under `documents_dir`, PDFs read by
+/// `<sandbox_exe> sandbox`, Tesseract on `ocr_workers` threads.
+pub fn ocr_services(
+    documents_dir: &std::path::Path,
+    sandbox_exe: std::path::PathBuf,
+    ocr_workers: usize,
+) -> crate::ocr::OcrServices {
+    use std::sync::Arc;
+    crate::ocr::OcrServices {
+        engine: Arc::new(tesseract::TesseractPool::new(ocr_workers)),
+        pdf: Arc::new(pdf_sandbox::SandboxedPdfReader::new(sandbox_exe, pdf_sandbox::SandboxLimits::default())),
+        images: Arc::new(image_codec::ImageCrateCodec),
+        blobs: Arc::new(blob_fs::FsBlobStore::new(documents_dir)),
+        limits: crate::ocr::OcrLimits::default(),
+    }
+}

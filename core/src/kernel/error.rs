@@ -75,6 +75,15 @@ codes! {
     StorageUnavailable => "storage_unavailable", Unavailable;
     MailUnavailable => "mail_unavailable", Unavailable;
     Internal => "internal_error", Internal;
+    // OCR documents (issue 6).
+    DocumentEmpty => "document_empty", Invalid;
+    DocumentTypeUnsupported => "document_type_unsupported", Invalid;
+    DocumentEncrypted => "document_encrypted", Invalid;
+    DocumentUnreadable => "document_unreadable", Invalid;
+    DocumentTooComplex => "document_too_complex", Invalid;
+    DocumentHasNoImage => "document_has_no_image", Invalid;
+    OcrUnavailable => "ocr_unavailable", Unavailable;
+    OcrMaintenance => "ocr_maintenance", Unavailable;
 }
 
 /// Implemented by every layer's error enum: the frontends need nothing else to render it.

@@ -295,6 +295,8 @@ mod tests {
             },
             limiter: Default::default(),
             key_cache: Default::default(),
+            // Not used by delivery; the port needs a value (one Tesseract thread, no sandbox).
+            ocr: crate::adapters::ocr_services(dir.path(), "/nonexistent/courrier".into(), 1),
         };
         let (p, ctx) = (Principal::operator(), RequestCtx::cli());
         let (d, l) = (DomainName::parse("example.org").unwrap(), ListName::parse("news").unwrap());

@@ -281,8 +281,26 @@ pub trait SendRepo {
     fn open_sends(&mut self, lists: Option<&[ListId]>) -> Result<u64, StoreError>;
 }
 
+/// OCR documents' records and the maintenance switch.
+pub trait OcrRepo {
+    /// [`StoreError::Duplicate`] when the ocrID exists (128 random bits: never in practice).
+    fn insert_ocr_document(&mut self, document: &crate::ocr::documents::Document) -> Result<(), StoreError>;
+    fn ocr_document(
+        &mut self,
+        id: &crate::ocr::documents::OcrId,
+    ) -> Result<Option<crate::ocr::documents::Document>, StoreError>;
+    /// Newest first.
+    fn ocr_documents_in_state(
+        &mut self,
+        state: crate::ocr::documents::DocumentState,
+        page: Page,
+    ) -> Result<Paged<crate::ocr::documents::Document>, StoreError>;
+    fn ocr_maintenance(&mut self) -> Result<crate::ocr::maintenance::Maintenance, StoreError>;
+    fn set_ocr_maintenance(&mut self, state: crate::ocr::maintenance::Maintenance) -> Result<(), StoreError>;
+}
+
 /// One transaction. Dropped without [`Tx::commit`], it rolls back.
-pub trait Tx: AuditRepo + OutboxRepo + AccessRepo + MailingRepo + IdempotencyRepo + SendRepo {
+pub trait Tx: AuditRepo + OutboxRepo + AccessRepo + MailingRepo + IdempotencyRepo + SendRepo + OcrRepo {
     fn commit(self: Box<Self>) -> Result<(), StoreError>;
 }
 

@@ -1,0 +1,304 @@
+//! `bench-ocr`: the OCR service against the tools it is measured by, in one run on one machine.
+//!
+//! - one page through `POST /api/ocrs` against the `tesseract` CLI on the same image with the same
+//!   settings (`-l eng+fra --psm 1 --dpi 300`, `OMP_THREAD_LIMIT=1`): the service's overhead;
+//! - a text-layer PDF against the scan of the same page (the OCR path): what the text layer saves;
+//! - a page to JPEG (`action=storeOnly` of a text PDF: render + encode) against `pdftoppm -jpeg`;
+//! - pages per minute with 4 concurrent clients.
+//!
+//! Each measurement is the median of `--rounds` runs, the two sides alternating. Results go to
+//! BENCHMARKS.md; `--smoke` runs everything once (CI runs it so this cannot rot).
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+const USAGE: &str = "usage: bench-ocr [--courrier PATH] [--rounds N] [--clients N] [--seconds N] [--smoke]";
+
+struct Options {
+    courrier: PathBuf,
+    rounds: usize,
+    clients: usize,
+    seconds: u64,
+}
+
+fn main() -> ExitCode {
+    let mut opts = Options { courrier: default_courrier(), rounds: 7, clients: 4, seconds: 60 };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
+        let parsed: Result<(), String> = match a.as_str() {
+            "--courrier" => value("--courrier").map(|v| opts.courrier = PathBuf::from(v)),
+            "--rounds" => {
+                value("--rounds").and_then(|v| v.parse().map_err(|e| format!("--rounds: {e}"))).map(|v| opts.rounds = v)
+            }
+            "--clients" => value("--clients")
+                .and_then(|v| v.parse().map_err(|e| format!("--clients: {e}")))
+                .map(|v| opts.clients = v),
+            "--seconds" => value("--seconds")
+                .and_then(|v| v.parse().map_err(|e| format!("--seconds: {e}")))
+                .map(|v| opts.seconds = v),
+            "--smoke" => {
+                (opts.rounds, opts.seconds) = (1, 3);
+                Ok(())
+            }
+            "--help" | "-h" => {
+                println!("{USAGE}");
+                return ExitCode::SUCCESS;
+            }
+            other => Err(format!("unknown argument {other:?}")),
+        };
+        if let Err(e) = parsed {
+            eprintln!("bench-ocr: {e}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    }
+    match run(&opts) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("bench-ocr: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `target/<profile>/courrier` next to this executable.
+fn default_courrier() -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(|d| d.join("courrier")))
+        .unwrap_or_else(|| "courrier".into())
+}
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/ocr")
+}
+
+fn read_fixture(name: &str) -> Result<Vec<u8>, String> {
+    std::fs::read(fixtures().join(name)).map_err(|e| format!("fixture {name}: {e}"))
+}
+
+struct Server {
+    child: Child,
+    addr: SocketAddr,
+    key: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(courrier: &Path) -> Result<Server, String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map_err(|e| e.to_string())?.port();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().map_err(|e| format!("{e}"))?;
+    let cli = |args: &[&str], stdin: Option<&str>| -> Result<String, String> {
+        let mut cmd = Command::new(courrier);
+        cmd.arg("--data-dir").arg(dir.path()).args(args).env("COURRIER_LOG", "warn");
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = cmd.spawn().map_err(|e| format!("{}: {e}", courrier.display()))?;
+        if let (Some(text), Some(mut w)) = (stdin, child.stdin.take()) {
+            w.write_all(text.as_bytes()).map_err(|e| e.to_string())?;
+        }
+        let out = child.wait_with_output().map_err(|e| e.to_string())?;
+        if !out.status.success() {
+            return Err(format!("courrier {args:?}: {}", String::from_utf8_lossy(&out.stderr)));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    };
+    cli(
+        &["user", "create", "--email", "bench@example.org", "--password-stdin"],
+        Some("correct horse battery staple\n"),
+    )?;
+    let key = cli(
+        &[
+            "create-api-key",
+            "--email",
+            "bench@example.org",
+            "--scope",
+            "user",
+            "--perms",
+            "read",
+            "--name",
+            "bench",
+            "--rate-limit-per-min",
+            "100000",
+        ],
+        None,
+    )?;
+    let child = Command::new(courrier)
+        .arg("--data-dir")
+        .arg(dir.path())
+        .arg("serve")
+        .env("COURRIER_LISTEN", addr.to_string())
+        .env("COURRIER_LOG", "warn")
+        .stdout(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("{}: {e}", courrier.display()))?;
+    let server = Server { child, addr, key, _dir: dir };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while TcpStream::connect(addr).is_err() {
+        if Instant::now() > deadline {
+            return Err("courrier did not start within 30 s".into());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(server)
+}
+
+/// One upload on a new connection; the status and the body.
+fn upload(server: &Server, file: &[u8], action: &str) -> Result<(u16, Vec<u8>), String> {
+    let boundary = "bench-ocr-boundary-5f2a";
+    let mut body = Vec::new();
+    for (name, value) in [("lang", "fr"), ("profile", "invoice"), ("action", action)] {
+        body.extend_from_slice(
+            format!("--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n").as_bytes(),
+        );
+    }
+    body.extend_from_slice(
+        format!("--{boundary}\r\nContent-Disposition: form-data; name=\"pdf\"; filename=\"f\"\r\n\r\n").as_bytes(),
+    );
+    body.extend_from_slice(file);
+    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    let head = format!(
+        "POST /api/ocrs HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nContent-Type: multipart/form-data; boundary={boundary}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        server.addr,
+        server.key,
+        body.len()
+    );
+    let mut s = TcpStream::connect(server.addr).map_err(|e| e.to_string())?;
+    s.write_all(head.as_bytes()).and_then(|()| s.write_all(&body)).map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).map_err(|e| e.to_string())?;
+    let status = std::str::from_utf8(out.get(9..12).unwrap_or(b"000")).ok().and_then(|c| c.parse().ok()).unwrap_or(0);
+    let split = out.windows(4).position(|w| w == b"\r\n\r\n").map_or(out.len(), |p| p + 4);
+    Ok((status, out[split..].to_vec()))
+}
+
+fn timed(f: impl FnOnce() -> Result<(), String>) -> Result<f64, String> {
+    let started = Instant::now();
+    f()?;
+    Ok(started.elapsed().as_secs_f64() * 1000.0)
+}
+
+fn api(server: &Server, file: &[u8], action: &str, expect: &str) -> Result<(), String> {
+    let (status, body) = upload(server, file, action)?;
+    let text = String::from_utf8_lossy(&body);
+    if status != 200 || !text.contains(expect) {
+        return Err(format!("POST /api/ocrs answered {status}: {}", &text[..text.len().min(300)]));
+    }
+    Ok(())
+}
+
+fn tool(program: &str, args: &[&str], expect: &str) -> Result<(), String> {
+    let out = Command::new(program)
+        .args(args)
+        .env("OMP_THREAD_LIMIT", "1")
+        .stderr(Stdio::null())
+        .output()
+        .map_err(|e| format!("{program} (scripts/setup-system --test installs it): {e}"))?;
+    if !out.status.success() || !String::from_utf8_lossy(&out.stdout).contains(expect) {
+        return Err(format!("{program} {args:?} failed or did not read {expect:?}"));
+    }
+    Ok(())
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Runs `a` and `b` alternately `rounds` times after one warm-up each; their medians in ms.
+fn compare(
+    rounds: usize,
+    mut a: impl FnMut() -> Result<f64, String>,
+    mut b: impl FnMut() -> Result<f64, String>,
+) -> Result<(f64, f64), String> {
+    a()?;
+    b()?;
+    let (mut xa, mut xb) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        xa.push(a()?);
+        xb.push(b()?);
+    }
+    Ok((median(xa), median(xb)))
+}
+
+fn run(opts: &Options) -> Result<(), String> {
+    let server = start(&opts.courrier)?;
+    let png = read_fixture("invoice-scan.png")?;
+    let png_path = fixtures().join("invoice-scan.png").display().to_string();
+    let text_pdf = read_fixture("invoice-text.pdf")?;
+    let text_pdf_path = fixtures().join("invoice-text.pdf").display().to_string();
+    let scan_pdf = read_fixture("invoice-scan.pdf")?;
+    println!("bench-ocr: {} rounds, courrier {}", opts.rounds, opts.courrier.display());
+
+    let (api_ms, cli_ms) = compare(
+        opts.rounds,
+        || timed(|| api(&server, &png, "default", "Total TTC")),
+        || timed(|| tool("tesseract", &[&png_path, "-", "-l", "eng+fra", "--psm", "1", "--dpi", "300"], "Total TTC")),
+    )?;
+    println!(
+        "ocr one page (PNG, A4 150 dpi): api {api_ms:.0} ms, tesseract CLI {cli_ms:.0} ms, ratio {:.2} (target <= 1.15)",
+        api_ms / cli_ms
+    );
+
+    let (text_ms, scan_ms) = compare(
+        opts.rounds,
+        || timed(|| api(&server, &text_pdf, "default", "Total TTC")),
+        || timed(|| api(&server, &scan_pdf, "default", "Total TTC")),
+    )?;
+    println!(
+        "same page, text layer vs OCR: text PDF {text_ms:.0} ms, scanned PDF {scan_ms:.0} ms, {:.1}x faster (target >= 20)",
+        scan_ms / text_ms
+    );
+
+    let (jpeg_ms, ppm_ms) = compare(
+        opts.rounds,
+        || timed(|| api(&server, &text_pdf, "storeOnly", "jpegBase64")),
+        || {
+            timed(|| {
+                tool("pdftoppm", &["-jpeg", "-gray", "-r", "300", "-singlefile", &text_pdf_path, "/dev/stdout"], "")
+            })
+        },
+    )?;
+    println!(
+        "page -> JPEG (A4 300 dpi): api storeOnly {jpeg_ms:.0} ms, pdftoppm {ppm_ms:.0} ms, ratio {:.2}",
+        jpeg_ms / ppm_ms
+    );
+
+    let jpeg = read_fixture("invoice-scan.jpg")?;
+    let until = Instant::now() + Duration::from_secs(opts.seconds);
+    let pages = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..opts.clients)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut n = 0u64;
+                    while Instant::now() < until {
+                        if api(&server, &jpeg, "default", "Total TTC").is_err() {
+                            return Err(());
+                        }
+                        n += 1;
+                    }
+                    Ok(n)
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap_or(Err(()))).sum::<Result<u64, ()>>()
+    })
+    .map_err(|()| "a concurrent upload failed".to_owned())?;
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    println!(
+        "throughput: {pages} pages in {} s with {} clients on {cores} cores = {:.0} pages/minute",
+        opts.seconds,
+        opts.clients,
+        pages as f64 * 60.0 / opts.seconds as f64
+    );
+    Ok(())
+}

@@ -1,0 +1,87 @@
+//! `courrier maintenance on|off` and `courrier ocr failed`: the operator's OCR commands.
+
+use crate::config::Config;
+use crate::error::CliError;
+use crate::server::wire;
+use clap::{Subcommand, ValueEnum};
+use courrier_core::access::Principal;
+use courrier_core::access::principal::RequestCtx;
+use courrier_core::kernel::Page;
+use courrier_core::ocr::{documents, maintenance};
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Switch {
+    On,
+    Off,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum OcrCommand {
+    /// Documents kept with action=ocrFailed for staff analysis, newest first.
+    Failed {
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+        #[arg(long, default_value_t = 0)]
+        offset: u64,
+    },
+}
+
+pub fn maintenance(config: &Config, state: Switch, json: bool) -> Result<(), CliError> {
+    let app = wire(config, crate::build_info())?;
+    let now = maintenance::set(&app, &Principal::operator(), &RequestCtx::cli(), matches!(state, Switch::On))?;
+    let (on, since) = match now {
+        maintenance::Maintenance::On { since } => (true, Some(since.to_rfc3339())),
+        maintenance::Maintenance::Off => (false, None),
+    };
+    if json {
+        println!("{}", serde_json::json!({ "maintenance": on, "since": since }));
+    } else if let Some(since) = since {
+        println!("maintenance on since {since}: the OCR routes answer 503");
+    } else {
+        println!("maintenance off");
+    }
+    Ok(())
+}
+
+pub fn ocr(config: &Config, cmd: OcrCommand, json: bool) -> Result<(), CliError> {
+    let OcrCommand::Failed { limit, offset } = cmd;
+    let page = Page::parse(Some(&limit.to_string()), Some(&offset.to_string())).map_err(|e| CliError::Input {
+        code: courrier_core::kernel::Code::InvalidPagination,
+        message: e.to_string(),
+    })?;
+    let app = wire(config, crate::build_info())?;
+    let found = documents::failed(&app, page)?;
+    if json {
+        let items: Vec<serde_json::Value> = found
+            .items
+            .iter()
+            .map(|d| {
+                serde_json::json!({
+                    "ocrID": d.ocr_id.as_str(),
+                    "user_id": d.owner.get(),
+                    "kind": d.kind.as_str(),
+                    "size_bytes": d.size_bytes,
+                    "sha256": d.blob.as_str(),
+                    "path": config.documents_dir().join(&d.blob.as_str()[..2]).join(&d.blob.as_str()[2..]),
+                    "created_at": d.created_at.to_rfc3339(),
+                })
+            })
+            .collect();
+        println!("{}", serde_json::json!({ "items": items, "total": found.total }));
+    } else {
+        for d in &found.items {
+            let path = config.documents_dir().join(&d.blob.as_str()[..2]).join(&d.blob.as_str()[2..]);
+            println!(
+                "{}  {}  user {}  {} {} bytes  {}",
+                d.created_at.to_rfc3339(),
+                d.ocr_id.as_str(),
+                d.owner.get(),
+                d.kind.as_str(),
+                d.size_bytes,
+                path.display()
+            );
+        }
+        println!("{} failed document(s)", found.total);
+    }
+    Ok(())
+}

@@ -1,0 +1,112 @@
+use super::{SqliteTx, map_err};
+use crate::access::model::UserId;
+use crate::kernel::{Page, Paged, Timestamp};
+use crate::ocr::blobs::BlobId;
+use crate::ocr::documents::{Document, DocumentState, OcrId, Profile};
+use crate::ocr::engine::Language;
+use crate::ocr::intake::DocumentKind;
+use crate::ocr::maintenance::Maintenance;
+use crate::storage::{OcrRepo, StoreError};
+use rusqlite::{OptionalExtension, Row};
+
+const COLUMNS: &str = "ocr_id, user_id, blob, kind, size_bytes, pages, lang, profile, state, text, created_at";
+
+/// A stored value that does not parse means the database was edited by hand or is corrupt.
+fn corrupt(what: &str, value: &str) -> rusqlite::Error {
+    rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, format!("{what} {value:?}").into())
+}
+
+fn document_row(r: &Row<'_>) -> rusqlite::Result<Document> {
+    let text = |i: usize| r.get::<_, String>(i);
+    let (ocr_id, blob, kind, lang, profile, state) = (text(0)?, text(2)?, text(3)?, text(6)?, text(7)?, text(8)?);
+    Ok(Document {
+        ocr_id: OcrId::parse(&ocr_id).ok_or_else(|| corrupt("ocr id", &ocr_id))?,
+        owner: UserId::from_stored(r.get(1)?),
+        blob: BlobId::parse(&blob).ok_or_else(|| corrupt("blob", &blob))?,
+        kind: DocumentKind::parse(&kind).ok_or_else(|| corrupt("document kind", &kind))?,
+        size_bytes: r.get::<_, i64>(4)?.try_into().map_err(|_| corrupt("size", "negative"))?,
+        pages: r.get::<_, i64>(5)?.try_into().map_err(|_| corrupt("pages", "out of range"))?,
+        lang: Language::parse(&lang).ok_or_else(|| corrupt("language", &lang))?,
+        profile: Profile::parse(&profile),
+        state: DocumentState::parse(&state).ok_or_else(|| corrupt("document state", &state))?,
+        text: text(9)?,
+        created_at: Timestamp::from_unix_micros(r.get(10)?),
+    })
+}
+
+impl OcrRepo for SqliteTx {
+    fn insert_ocr_document(&mut self, d: &Document) -> Result<(), StoreError> {
+        self.conn()
+            .prepare_cached(&format!(
+                "INSERT INTO ocr_documents ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
+            ))
+            .and_then(|mut st| {
+                st.execute(rusqlite::params![
+                    d.ocr_id.as_str(),
+                    d.owner.get(),
+                    d.blob.as_str(),
+                    d.kind.as_str(),
+                    i64::try_from(d.size_bytes).unwrap_or(i64::MAX),
+                    i64::from(d.pages),
+                    d.lang.iso(),
+                    d.profile.as_str(),
+                    d.state.as_str(),
+                    d.text,
+                    d.created_at.unix_micros(),
+                ])
+            })
+            .map_err(map_err)?;
+        Ok(())
+    }
+
+    fn ocr_document(&mut self, id: &OcrId) -> Result<Option<Document>, StoreError> {
+        self.conn()
+            .prepare_cached(&format!("SELECT {COLUMNS} FROM ocr_documents WHERE ocr_id = ?1"))
+            .and_then(|mut st| st.query_row([id.as_str()], document_row).optional())
+            .map_err(map_err)
+    }
+
+    fn ocr_documents_in_state(&mut self, state: DocumentState, page: Page) -> Result<Paged<Document>, StoreError> {
+        let conn = self.conn();
+        let total: i64 = conn
+            .prepare_cached("SELECT COUNT(*) FROM ocr_documents WHERE state = ?1")
+            .and_then(|mut st| st.query_row([state.as_str()], |r| r.get(0)))
+            .map_err(map_err)?;
+        let mut st = conn
+            .prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM ocr_documents WHERE state = ?1 ORDER BY created_at DESC, id DESC LIMIT ?2 OFFSET ?3"
+            ))
+            .map_err(map_err)?;
+        let items = st
+            .query_map(
+                rusqlite::params![
+                    state.as_str(),
+                    i64::from(page.limit()),
+                    i64::try_from(page.offset()).unwrap_or(i64::MAX)
+                ],
+                document_row,
+            )
+            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+            .map_err(map_err)?;
+        Ok(Paged { items, total: total.try_into().unwrap_or(0), page })
+    }
+
+    fn ocr_maintenance(&mut self) -> Result<Maintenance, StoreError> {
+        let since: Option<i64> = self
+            .conn()
+            .prepare_cached("SELECT since FROM ocr_maintenance WHERE id = 1")
+            .and_then(|mut st| st.query_row([], |r| r.get(0)).optional())
+            .map_err(map_err)?;
+        Ok(since.map_or(Maintenance::Off, |s| Maintenance::On { since: Timestamp::from_unix_micros(s) }))
+    }
+
+    fn set_ocr_maintenance(&mut self, state: Maintenance) -> Result<(), StoreError> {
+        let result = match state {
+            Maintenance::Off => self.conn().execute("DELETE FROM ocr_maintenance", []),
+            Maintenance::On { since } => self
+                .conn()
+                .execute("INSERT OR REPLACE INTO ocr_maintenance (id, since) VALUES (1, ?1)", [since.unix_micros()]),
+        };
+        result.map(drop).map_err(map_err)
+    }
+}

@@ -1,0 +1,124 @@
+//! The OCR engine over the system libtesseract (the `tesseract` crate; `tesseract-rs` downloads
+//! sources in its build script and clashes with tesseract-sys, see stack.md).
+//!
+//! A fixed pool of worker threads, each owning its initialised engines (one per language set,
+//! created on first use and reused: init costs 0.1-0.5 s, a page ~0.6 s). Requests queue for a
+//! free worker, so OCR never uses more threads than the pool, whatever the number of clients.
+//! Each engine must run single-threaded: OpenMP's default threading made a page take 1.7-4.9 s
+//! instead of 0.6 s here. libgomp reads `OMP_THREAD_LIMIT` when it is loaded, before any Rust
+//! code runs, so the binary re-executes itself with it set (cli `main.rs`); this adapter only
+//! warns when it finds it missing.
+
+use crate::ocr::engine::{EngineError, GrayImage, Language, OcrEngine};
+use std::collections::HashMap;
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::{Arc, Mutex, OnceLock};
+use tesseract::Tesseract;
+
+/// Pages are rendered at 300 dpi and scans are usually 200-300: telling Tesseract spares its
+/// "invalid resolution" guess of 70 dpi, which shrank its size thresholds.
+const SOURCE_DPI: i32 = 300;
+
+struct Job {
+    image: GrayImage,
+    lang: Language,
+    reply: Sender<Result<String, EngineError>>,
+}
+
+pub struct TesseractPool {
+    jobs: Mutex<Option<Sender<Job>>>,
+    workers: usize,
+    ready: OnceLock<Result<(), EngineError>>,
+}
+
+impl TesseractPool {
+    /// A pool of `workers` threads (at least one). Threads start with the first request.
+    pub fn new(workers: usize) -> Self {
+        if std::env::var_os("OMP_THREAD_LIMIT").is_none() {
+            tracing::warn!(
+                "OMP_THREAD_LIMIT is not set: Tesseract may run several times slower (start through `courrier`)"
+            );
+        }
+        Self { jobs: Mutex::new(None), workers: workers.max(1), ready: OnceLock::new() }
+    }
+
+    fn sender(&self) -> Result<Sender<Job>, EngineError> {
+        let mut guard = self.jobs.lock().map_err(|_| EngineError::Unavailable("the OCR pool is poisoned".into()))?;
+        if let Some(s) = guard.as_ref() {
+            return Ok(s.clone());
+        }
+        let (tx, rx) = channel::<Job>();
+        let rx = Arc::new(Mutex::new(rx));
+        for n in 0..self.workers {
+            let rx = Arc::clone(&rx);
+            std::thread::Builder::new()
+                .name(format!("courrier-ocr-{n}"))
+                .spawn(move || worker(&rx))
+                .map_err(|e| EngineError::Unavailable(format!("cannot start an OCR worker: {e}")))?;
+        }
+        *guard = Some(tx.clone());
+        Ok(tx)
+    }
+}
+
+fn init(langs: &str) -> Result<Tesseract, EngineError> {
+    let mut engine = Tesseract::new(None, Some(langs))
+        .map_err(|e| EngineError::Unavailable(format!("cannot load Tesseract for {langs}: {e}")))?;
+    // The library's default is a single block (PSM 6), which read a page turned 90 degrees as
+    // noise; automatic segmentation with orientation detection (PSM 1, the osd data) read pages
+    // turned 90, 180 and 270 degrees right, for ~0.15 s more per page than PSM 3.
+    engine.set_page_seg_mode(tesseract::PageSegMode::PsmAutoOsd);
+    Ok(engine)
+}
+
+fn recognize_with(engine: Tesseract, image: &GrayImage) -> Result<(Tesseract, String), EngineError> {
+    let failed = |e: &dyn std::fmt::Display| EngineError::Failed(e.to_string());
+    let (w, h) =
+        (i32::try_from(image.width()).map_err(|e| failed(&e))?, i32::try_from(image.height()).map_err(|e| failed(&e))?);
+    let mut engine = engine
+        .set_frame(image.pixels(), w, h, 1, w)
+        .map_err(|e| failed(&e))?
+        .set_source_resolution(SOURCE_DPI)
+        .recognize()
+        .map_err(|e| failed(&e))?;
+    let text = engine.get_text().map_err(|e| failed(&e))?;
+    Ok((engine, text))
+}
+
+fn worker(jobs: &Mutex<Receiver<Job>>) {
+    let mut engines: HashMap<&'static str, Tesseract> = HashMap::new();
+    loop {
+        let job = match jobs.lock() {
+            Ok(rx) => match rx.recv() {
+                Ok(job) => job,
+                Err(_) => return,
+            },
+            Err(_) => return,
+        };
+        let langs = job.lang.engine_languages();
+        let engine = match engines.remove(langs) {
+            Some(e) => Ok(e),
+            None => init(langs),
+        };
+        let result = engine.and_then(|e| recognize_with(e, &job.image)).map(|(engine, text)| {
+            // Kept only after a success: a failed engine is dropped and made again next time.
+            engines.insert(langs, engine);
+            text
+        });
+        let _ = job.reply.send(result);
+    }
+}
+
+impl OcrEngine for TesseractPool {
+    fn recognize(&self, image: &GrayImage, lang: Language) -> Result<String, EngineError> {
+        let (reply, answer) = channel();
+        self.sender()?
+            .send(Job { image: image.clone(), lang, reply })
+            .map_err(|_| EngineError::Unavailable("the OCR workers stopped".into()))?;
+        answer.recv().map_err(|_| EngineError::Unavailable("an OCR worker stopped".into()))?
+    }
+
+    fn ready(&self) -> Result<(), EngineError> {
+        self.ready.get_or_init(|| init(Language::French.engine_languages()).map(drop)).clone()
+    }
+}

@@ -1,0 +1,392 @@
+//! Documents: an upload taken in (kind by content, size limit), its text read (a PDF's text
+//! layer as it is; scanned pages and images through the OCR engine), stored content-addressed with
+//! its record, and found again only by its owner.
+
+use super::blobs::{BlobError, BlobId};
+use super::engine::{EngineError, GrayImage, Language};
+use super::images::ImageError;
+use super::intake::{DocumentKind, SniffError, sniff};
+use super::pdf::{PdfError, PdfPage};
+use super::wrap;
+use crate::Courrier;
+use crate::access::model::UserId;
+use crate::access::principal::{RequestCtx, audit_done};
+use crate::access::{AccessError, Principal};
+use crate::kernel::{Code, CoreError, Page, Paged, Timestamp, secrets};
+use crate::storage::{StoreError, in_read, in_write};
+
+/// The identifier a client reuses: 128 random bits as 32 lowercase hex digits. Opaque: it says
+/// nothing about the document, its owner or its order.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct OcrId(String);
+
+impl OcrId {
+    pub fn generate() -> Self {
+        Self(secrets::random_hex(16))
+    }
+
+    /// `None` for anything that cannot be an id this service made.
+    pub fn parse(s: &str) -> Option<Self> {
+        let s = s.trim();
+        (s.len() == 32 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+            .then(|| Self(s.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// `raw` returns the engine's text as it is; `invoice` (and any other value, as the contract
+/// says) allows local enhancements (invoice extraction, issue 7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Profile {
+    Raw,
+    Invoice,
+}
+
+impl Profile {
+    pub fn parse(s: &str) -> Self {
+        if s.trim().eq_ignore_ascii_case("raw") { Profile::Raw } else { Profile::Invoice }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Profile::Raw => "raw",
+            Profile::Invoice => "invoice",
+        }
+    }
+}
+
+/// What `POST /api/ocrs` is asked to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Read the text (empty or `default`).
+    Recognize,
+    /// Convert the first page to JPEG and return it; no OCR.
+    StoreOnly,
+    /// Keep the document for the operator's staff to analyse.
+    OcrFailed,
+}
+
+impl Action {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.trim() {
+            "" => Some(Action::Recognize),
+            s if s.eq_ignore_ascii_case("default") => Some(Action::Recognize),
+            s if s.eq_ignore_ascii_case("storeOnly") => Some(Action::StoreOnly),
+            s if s.eq_ignore_ascii_case("ocrFailed") => Some(Action::OcrFailed),
+            _ => None,
+        }
+    }
+}
+
+/// Where a document stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DocumentState {
+    /// Its text was read.
+    Recognized,
+    /// Stored and converted to JPEG (`storeOnly`), not read.
+    Stored,
+    /// Kept for staff analysis (`ocrFailed`).
+    Failed,
+}
+
+impl DocumentState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DocumentState::Recognized => "recognized",
+            DocumentState::Stored => "stored",
+            DocumentState::Failed => "failed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::Recognized, Self::Stored, Self::Failed].into_iter().find(|k| k.as_str() == s)
+    }
+
+    fn after(action: Action) -> Self {
+        match action {
+            Action::Recognize => DocumentState::Recognized,
+            Action::StoreOnly => DocumentState::Stored,
+            Action::OcrFailed => DocumentState::Failed,
+        }
+    }
+}
+
+/// A stored document's record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Document {
+    pub ocr_id: OcrId,
+    pub owner: UserId,
+    pub blob: BlobId,
+    pub kind: DocumentKind,
+    pub size_bytes: u64,
+    /// 0 when unknown (a document kept with `ocrFailed` is not opened).
+    pub pages: u32,
+    pub lang: Language,
+    pub profile: Profile,
+    pub state: DocumentState,
+    /// The text read, pages separated by form feeds as `pdftotext` separates them.
+    pub text: String,
+    pub created_at: Timestamp,
+}
+
+/// What a client sent.
+#[derive(Debug, Clone)]
+pub struct Upload {
+    pub bytes: Vec<u8>,
+    pub lang: Language,
+    pub profile: Profile,
+    pub action: Action,
+}
+
+/// A page as JPEG, for `storeOnly` and `jpegDownload`.
+#[derive(Debug, Clone)]
+pub struct PageJpeg {
+    pub jpeg: Vec<u8>,
+    pub width: u32,
+    pub height: u32,
+    pub page: u32,
+    pub pages: u32,
+}
+
+/// What `submit` made.
+#[derive(Debug, Clone)]
+pub struct Submitted {
+    pub document: Document,
+    /// `storeOnly`: the first page as JPEG, and for an image upload the one-page PDF around it.
+    pub page: Option<PageJpeg>,
+    pub pdf: Option<Vec<u8>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DocumentError {
+    #[error("the operator has no account to own documents")]
+    NoOwner,
+    #[error(transparent)]
+    Kind(#[from] SniffError),
+    #[error("the document is {size} bytes, over the limit of {limit} bytes")]
+    TooLarge { size: usize, limit: usize },
+    #[error("the text document is not valid UTF-8")]
+    NotUtf8,
+    #[error(transparent)]
+    Pdf(#[from] PdfError),
+    #[error(transparent)]
+    Image(#[from] ImageError),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    #[error("a text document has no page image")]
+    NoImage,
+    #[error("document not found")]
+    NotFound,
+    #[error(transparent)]
+    Blob(#[from] BlobError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Access(#[from] AccessError),
+}
+
+impl CoreError for DocumentError {
+    fn code(&self) -> Code {
+        match self {
+            DocumentError::NoOwner => Code::Forbidden,
+            DocumentError::Kind(SniffError::Empty) => Code::DocumentEmpty,
+            DocumentError::Kind(SniffError::Unknown) | DocumentError::NotUtf8 => Code::DocumentTypeUnsupported,
+            DocumentError::TooLarge { .. } => Code::DocumentTooLarge,
+            DocumentError::Pdf(e) => match e {
+                PdfError::Encrypted => Code::DocumentEncrypted,
+                PdfError::Unreadable(_) => Code::DocumentUnreadable,
+                PdfError::LimitExceeded(_) | PdfError::TooManyPages { .. } => Code::DocumentTooComplex,
+                PdfError::NoSuchPage(_) => Code::NotFound,
+                PdfError::Unavailable(_) => Code::OcrUnavailable,
+            },
+            DocumentError::Image(e) => match e {
+                ImageError::Unreadable(_) => Code::DocumentUnreadable,
+                ImageError::TooLarge(_) => Code::DocumentTooComplex,
+                ImageError::Encode(_) => Code::Internal,
+            },
+            DocumentError::Engine(e) => match e {
+                EngineError::Unavailable(_) => Code::OcrUnavailable,
+                EngineError::Failed(_) => Code::Internal,
+            },
+            DocumentError::NoImage => Code::DocumentHasNoImage,
+            DocumentError::NotFound => Code::NotFound,
+            DocumentError::Blob(_) => Code::Internal,
+            DocumentError::Store(e) => e.code(),
+            DocumentError::Access(e) => e.code(),
+        }
+    }
+
+    fn retry_after(&self) -> Option<u64> {
+        match self {
+            DocumentError::Access(e) => e.retry_after(),
+            _ => None,
+        }
+    }
+}
+
+/// Takes a document in. Nothing is stored unless the whole action succeeded, so a hostile file
+/// leaves no trace but a log line; `ocrFailed` documents are stored without being opened.
+pub fn submit(app: &Courrier, p: &Principal, ctx: &RequestCtx, upload: Upload) -> Result<Submitted, DocumentError> {
+    let owner = p.user.as_ref().ok_or(DocumentError::NoOwner)?.id;
+    let limit = app.ocr.limits.max_document_bytes;
+    if upload.bytes.len() > limit {
+        return Err(DocumentError::TooLarge { size: upload.bytes.len(), limit });
+    }
+    let kind = sniff(&upload.bytes)?;
+    let (pages, text, page, pdf) = match upload.action {
+        Action::Recognize => {
+            let (pages, text) = read_text(app, kind, &upload.bytes, upload.lang)?;
+            (pages, text, None, None)
+        }
+        Action::StoreOnly => {
+            let page = page_jpeg(app, kind, &upload.bytes, 1)?;
+            // An image upload also comes back as a one-page PDF (decisions.md).
+            let pdf = if kind.is_image() { wrap::pdf_around_jpeg(&page.jpeg) } else { None };
+            (page.pages, String::new(), Some(page), pdf)
+        }
+        Action::OcrFailed => (0, String::new(), None, None),
+    };
+    let blob = app.ocr.blobs.put(&upload.bytes)?;
+    let now = app.clock.now();
+    let document = Document {
+        ocr_id: OcrId::generate(),
+        owner,
+        blob,
+        kind,
+        size_bytes: upload.bytes.len() as u64,
+        pages,
+        lang: upload.lang,
+        profile: upload.profile,
+        state: DocumentState::after(upload.action),
+        text,
+        created_at: now,
+    };
+    in_write(&*app.store, |tx| {
+        tx.insert_ocr_document(&document)?;
+        audit_done(tx, p, ctx, now, "ocr.document.create", &format!("ocr:{}", document.ocr_id.as_str()))?;
+        Ok::<_, DocumentError>(())
+    })?;
+    Ok(Submitted { document, page, pdf })
+}
+
+/// The text of a document and its page count.
+fn read_text(app: &Courrier, kind: DocumentKind, bytes: &[u8], lang: Language) -> Result<(u32, String), DocumentError> {
+    match kind {
+        DocumentKind::Text => {
+            let text = std::str::from_utf8(bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes))
+                .map_err(|_| DocumentError::NotUtf8)?;
+            Ok((1, text.to_owned()))
+        }
+        DocumentKind::Jpeg | DocumentKind::Png | DocumentKind::Tiff => {
+            let image = app.ocr.images.decode_gray(bytes)?;
+            Ok((1, app.ocr.engine.recognize(&image, lang)?))
+        }
+        DocumentKind::Pdf => {
+            let content = app.ocr.pdf.content(bytes, app.ocr.limits.max_pages)?;
+            let mut texts = Vec::with_capacity(content.len());
+            for page in content {
+                texts.push(match page {
+                    PdfPage::Text(t) => t,
+                    PdfPage::Jpeg(jpeg) => app.ocr.engine.recognize(&app.ocr.images.decode_gray(&jpeg)?, lang)?,
+                    PdfPage::Rendered(image) => app.ocr.engine.recognize(&image, lang)?,
+                });
+            }
+            let pages = u32::try_from(texts.len()).unwrap_or(u32::MAX);
+            Ok((pages, texts.join("\x0c")))
+        }
+    }
+}
+
+/// Page `page` (1-based) of a document as a JPEG: an embedded scan as it is, else encoded from the
+/// page's pixels.
+fn page_jpeg(app: &Courrier, kind: DocumentKind, bytes: &[u8], page: u32) -> Result<PageJpeg, DocumentError> {
+    let encode = |image: &GrayImage, pages: u32| -> Result<PageJpeg, DocumentError> {
+        let jpeg = app.ocr.images.encode_jpeg(image)?;
+        Ok(PageJpeg { jpeg, width: image.width(), height: image.height(), page, pages })
+    };
+    match kind {
+        DocumentKind::Text => Err(DocumentError::NoImage),
+        DocumentKind::Jpeg | DocumentKind::Png | DocumentKind::Tiff => {
+            if page != 1 {
+                return Err(PdfError::NoSuchPage(page).into());
+            }
+            encode(&app.ocr.images.decode_gray(bytes)?, 1)
+        }
+        DocumentKind::Pdf => {
+            let (pages, image) = app.ocr.pdf.page_image(bytes, page)?;
+            match image {
+                PdfPage::Jpeg(jpeg) => match wrap::jpeg_dimensions(&jpeg) {
+                    Some((width, height)) => Ok(PageJpeg { jpeg, width, height, page, pages }),
+                    // An embedded "JPEG" whose frame cannot be read: decode it like any scan.
+                    None => encode(&app.ocr.images.decode_gray(&jpeg)?, pages),
+                },
+                PdfPage::Rendered(image) => encode(&image, pages),
+                PdfPage::Text(_) => Err(PdfError::Unreadable("the reader returned text for an image".into()).into()),
+            }
+        }
+    }
+}
+
+/// A document of the caller's. Another user's document is unknown, exactly like a missing one.
+pub fn find(app: &Courrier, p: &Principal, ocr_id: &str) -> Result<Document, DocumentError> {
+    let owner = p.user.as_ref().ok_or(DocumentError::NoOwner)?.id;
+    let id = OcrId::parse(ocr_id).ok_or(DocumentError::NotFound)?;
+    match in_read(&*app.store, |tx| tx.ocr_document(&id))? {
+        Some(d) if d.owner == owner => Ok(d),
+        _ => Err(DocumentError::NotFound),
+    }
+}
+
+/// Page `page` of one of the caller's documents as a JPEG (`jpegDownload`).
+pub fn download_jpeg(app: &Courrier, p: &Principal, ocr_id: &str, page: u32) -> Result<PageJpeg, DocumentError> {
+    let document = find(app, p, ocr_id)?;
+    let bytes = app.ocr.blobs.get(&document.blob)?;
+    page_jpeg(app, document.kind, &bytes, page)
+}
+
+/// Documents kept with `ocrFailed`, newest first (the operator's `courrier ocr failed`).
+pub fn failed(app: &Courrier, page: Page) -> Result<Paged<Document>, DocumentError> {
+    Ok(in_read(&*app.store, |tx| tx.ocr_documents_in_state(DocumentState::Failed, page))?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn actions_and_profiles_parse_as_clients_send_them() {
+        for (s, a) in [
+            ("", Action::Recognize),
+            ("default", Action::Recognize),
+            ("storeOnly", Action::StoreOnly),
+            ("storeonly", Action::StoreOnly),
+            ("ocrFailed", Action::OcrFailed),
+        ] {
+            assert_eq!(Action::parse(s), Some(a), "{s}");
+        }
+        assert_eq!(Action::parse("delete"), None);
+        assert_eq!(Profile::parse("raw"), Profile::Raw);
+        assert_eq!(Profile::parse("invoice"), Profile::Invoice);
+        assert_eq!(Profile::parse("anything"), Profile::Invoice);
+    }
+
+    #[test]
+    fn ocr_ids_are_128_random_bits_and_checked() {
+        let a = OcrId::generate();
+        assert_eq!(a.as_str().len(), 32);
+        assert_ne!(a, OcrId::generate());
+        assert_eq!(OcrId::parse(a.as_str()), Some(a));
+        assert_eq!(OcrId::parse("1"), None);
+        assert_eq!(OcrId::parse(&"g".repeat(32)), None);
+    }
+
+    #[test]
+    fn states_round_trip() {
+        for s in [DocumentState::Recognized, DocumentState::Stored, DocumentState::Failed] {
+            assert_eq!(DocumentState::parse(s.as_str()), Some(s));
+        }
+    }
+}

@@ -1,0 +1,121 @@
+//! The OCR engine port: text out of decoded, size-limited gray pixels.
+
+/// A decoded page or photo, 8-bit gray, row-major, no padding. The only thing an OCR engine is
+/// ever fed: never the untrusted file itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GrayImage {
+    width: u32,
+    height: u32,
+    pixels: Vec<u8>,
+}
+
+impl GrayImage {
+    /// `None` when the buffer does not hold exactly `width * height` pixels or a side is zero.
+    pub fn new(width: u32, height: u32, pixels: Vec<u8>) -> Option<Self> {
+        let expected = (width as usize).checked_mul(height as usize)?;
+        (width > 0 && height > 0 && pixels.len() == expected).then_some(Self { width, height, pixels })
+    }
+
+    pub fn width(&self) -> u32 {
+        self.width
+    }
+
+    pub fn height(&self) -> u32 {
+        self.height
+    }
+
+    pub fn pixels(&self) -> &[u8] {
+        &self.pixels
+    }
+}
+
+/// The languages the service reads. Clients send ISO 639-1 (`fr`) or Tesseract's codes (`fra`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Language {
+    French,
+    German,
+    Italian,
+    English,
+}
+
+impl Language {
+    pub const ALL: [Language; 4] = [Language::French, Language::German, Language::Italian, Language::English];
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "fr" | "fra" | "fre" => Some(Language::French),
+            "de" | "deu" | "ger" => Some(Language::German),
+            "it" | "ita" => Some(Language::Italian),
+            "en" | "eng" => Some(Language::English),
+            _ => None,
+        }
+    }
+
+    /// ISO 639-1, the stored and wire form.
+    pub fn iso(self) -> &'static str {
+        match self {
+            Language::French => "fr",
+            Language::German => "de",
+            Language::Italian => "it",
+            Language::English => "en",
+        }
+    }
+
+    /// The trained data the engine loads, in order. English comes first: `fra` alone read
+    /// "Total TTC" as "Total TIC" where `eng+fra` did not (issue 6's measurement); amounts labels
+    /// on invoices are mostly Latin capitals that English's model reads best, while the second
+    /// language still supplies its accented letters.
+    pub fn engine_languages(self) -> &'static str {
+        match self {
+            Language::French => "eng+fra",
+            Language::German => "eng+deu",
+            Language::Italian => "eng+ita",
+            Language::English => "eng",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EngineError {
+    #[error("the OCR engine is not available: {0}")]
+    Unavailable(String),
+    #[error("the OCR engine failed on this image: {0}")]
+    Failed(String),
+}
+
+/// Reads text. Implementations keep initialised engines and are shared by every request thread.
+pub trait OcrEngine: Send + Sync {
+    fn recognize(&self, image: &GrayImage, lang: Language) -> Result<String, EngineError>;
+
+    /// Whether the engine can start (for `ruok`): initialises one if none is.
+    fn ready(&self) -> Result<(), EngineError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_code_families_are_accepted() {
+        for (s, l) in [
+            ("fr", Language::French),
+            ("FRA", Language::French),
+            ("deu", Language::German),
+            ("it", Language::Italian),
+            ("en", Language::English),
+        ] {
+            assert_eq!(Language::parse(s), Some(l), "{s}");
+        }
+        assert_eq!(Language::parse("es"), None);
+        assert_eq!(Language::parse(""), None);
+        assert_eq!(Language::French.engine_languages(), "eng+fra");
+    }
+
+    #[test]
+    fn an_image_holds_exactly_its_pixels() {
+        assert!(GrayImage::new(2, 2, vec![0; 4]).is_some());
+        assert!(GrayImage::new(2, 2, vec![0; 3]).is_none());
+        assert!(GrayImage::new(0, 0, vec![]).is_none());
+        assert!(GrayImage::new(u32::MAX, u32::MAX, vec![]).is_none());
+    }
+}
