@@ -122,3 +122,27 @@ impl OcrEngine for TesseractPool {
         self.ready.get_or_init(|| init(Language::French.engine_languages()).map(drop)).clone()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::adapters::image_codec::ImageCrateCodec;
+    use crate::ocr::deskew;
+    use crate::ocr::images::ImageCodec;
+
+    /// The invoice scan turned 5 degrees, as a careless scan would be: the deskewer finds the
+    /// angle, and Tesseract reads the amounts on the page it turns back.
+    #[test]
+    fn a_scan_five_degrees_askew_is_turned_level_and_read() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/ocr/invoice-scan.jpg");
+        let scan = ImageCrateCodec.decode_gray(&std::fs::read(path).unwrap()).unwrap();
+        let askew = deskew::rotate(&scan, 5.0);
+        let found = deskew::estimate_degrees(&askew);
+        assert!((found - 5.0).abs() <= 0.5, "found {found}");
+        let level = deskew::deskew(&askew).expect("turned back");
+        let text = TesseractPool::new(1).recognize(&level, Language::French).unwrap();
+        for expected in ["Total TTC", "120,00"] {
+            assert!(text.contains(expected), "{expected:?} not read in {text:?}");
+        }
+    }
+}

@@ -272,6 +272,14 @@ pub fn submit(app: &Courrier, p: &Principal, ctx: &RequestCtx, upload: Upload) -
     Ok(Submitted { document, page, pdf })
 }
 
+/// OCR of one page or photo, turned level first when it is askew.
+fn recognize(app: &Courrier, image: &GrayImage, lang: Language) -> Result<String, DocumentError> {
+    match super::deskew::deskew(image) {
+        Some(level) => Ok(app.ocr.engine.recognize(&level, lang)?),
+        None => Ok(app.ocr.engine.recognize(image, lang)?),
+    }
+}
+
 /// The text of a document and its page count.
 fn read_text(app: &Courrier, kind: DocumentKind, bytes: &[u8], lang: Language) -> Result<(u32, String), DocumentError> {
     match kind {
@@ -282,7 +290,7 @@ fn read_text(app: &Courrier, kind: DocumentKind, bytes: &[u8], lang: Language) -
         }
         DocumentKind::Jpeg | DocumentKind::Png | DocumentKind::Tiff => {
             let image = app.ocr.images.decode_gray(bytes)?;
-            Ok((1, app.ocr.engine.recognize(&image, lang)?))
+            Ok((1, recognize(app, &image, lang)?))
         }
         DocumentKind::Pdf => {
             let content = app.ocr.pdf.content(bytes, app.ocr.limits.max_pages)?;
@@ -290,8 +298,8 @@ fn read_text(app: &Courrier, kind: DocumentKind, bytes: &[u8], lang: Language) -
             for page in content {
                 texts.push(match page {
                     PdfPage::Text(t) => t,
-                    PdfPage::Jpeg(jpeg) => app.ocr.engine.recognize(&app.ocr.images.decode_gray(&jpeg)?, lang)?,
-                    PdfPage::Rendered(image) => app.ocr.engine.recognize(&image, lang)?,
+                    PdfPage::Jpeg(jpeg) => recognize(app, &app.ocr.images.decode_gray(&jpeg)?, lang)?,
+                    PdfPage::Rendered(image) => recognize(app, &image, lang)?,
                 });
             }
             let pages = u32::try_from(texts.len()).unwrap_or(u32::MAX);

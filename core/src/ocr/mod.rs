@@ -5,6 +5,7 @@
 
 pub mod accounts;
 pub mod blobs;
+pub mod deskew;
 pub mod documents;
 pub mod engine;
 pub mod images;
