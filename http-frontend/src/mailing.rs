@@ -202,6 +202,10 @@ fn parse_enum<T>(
         .transpose()
 }
 
+fn policy(field: &str, raw: Option<String>) -> Result<Option<SubscriptionPolicy>, ApiError> {
+    parse_enum(field, raw, SubscriptionPolicy::parse, &SubscriptionPolicy::names())
+}
+
 /// A JSON PATCH text field: absent -> `None`, `null` or `""` -> `Some(None)` (clear), text -> set.
 mod patch_text {
     use serde::{Deserialize, Deserializer};
@@ -253,12 +257,7 @@ async fn create_domain(
     let req = domains::NewDomainRequest {
         name: DomainName::parse(&body.name).map_err(|e| invalid(format!("name: {e}")))?,
         dkim_selector: body.dkim_selector.filter(|s| !s.is_empty()),
-        default_subscription_policy: parse_enum(
-            "default_subscription_policy",
-            body.default_subscription_policy,
-            SubscriptionPolicy::parse,
-            &SubscriptionPolicy::names(),
-        )?,
+        default_subscription_policy: policy("default_subscription_policy", body.default_subscription_policy)?,
     };
     let app = state.app.clone();
     let d = run_blocking(move || Ok(domains::create(&app, &p, &ctx, req)?)).await?;
@@ -297,12 +296,7 @@ async fn update_domain(
     let patch = domains::DomainPatch {
         status: parse_enum("status", body.status, DomainStatus::parse, &DomainStatus::names())?,
         dkim_selector: body.dkim_selector,
-        default_subscription_policy: parse_enum(
-            "default_subscription_policy",
-            body.default_subscription_policy,
-            SubscriptionPolicy::parse,
-            &SubscriptionPolicy::names(),
-        )?,
+        default_subscription_policy: policy("default_subscription_policy", body.default_subscription_policy)?,
     };
     let app = state.app.clone();
     let d = run_blocking(move || Ok(domains::update(&app, &p, &ctx, &name, patch)?)).await?;
@@ -354,12 +348,7 @@ async fn create_list(
         display_name: body.display_name,
         owner: EmailAddress::parse(&body.owner_email).map_err(|e| invalid(format!("owner_email: {e}")))?,
         kind: parse_enum("type", body.kind, ListKind::parse, &ListKind::names())?,
-        subscription_policy: parse_enum(
-            "subscription_policy",
-            body.subscription_policy,
-            SubscriptionPolicy::parse,
-            &SubscriptionPolicy::names(),
-        )?,
+        subscription_policy: policy("subscription_policy", body.subscription_policy)?,
     };
     let app = state.app.clone();
     let l = run_blocking(move || Ok(lists::create(&app, &p, &ctx, &domain, req)?)).await?;
@@ -410,12 +399,7 @@ async fn update_list(
     let patch = lists::ListPatch {
         display_name: b.display_name,
         status: parse_enum("status", b.status, ListStatus::parse, &ListStatus::names())?,
-        subscription_policy: parse_enum(
-            "subscription_policy",
-            b.subscription_policy,
-            SubscriptionPolicy::parse,
-            &SubscriptionPolicy::names(),
-        )?,
+        subscription_policy: policy("subscription_policy", b.subscription_policy)?,
         posting_policy: parse_enum("posting_policy", b.posting_policy, PostingPolicy::parse, &PostingPolicy::names())?,
         subject_tag: b.subject_tag,
         footer_text: b.footer_text,

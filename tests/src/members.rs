@@ -32,7 +32,8 @@ fn get(app: &TestApp, key: &str, path: &str) -> Resp {
     call(app, "GET", path, &[bearer(key)], None)
 }
 
-fn events(core: &Courrier, name: EventName) -> Vec<Value> {
+/// The `data` of every recorded event of one name, oldest first.
+pub(crate) fn events(core: &Courrier, name: EventName) -> Vec<Value> {
     in_read(&*core.store, |tx| tx.events_after(None, 100_000))
         .unwrap()
         .into_iter()

@@ -3,12 +3,11 @@
 //! cancellation, the queue, and the aggregate events exactly once.
 
 use crate::access::{bearer, call, make_key, make_list, make_user};
-use courrier_core::Courrier;
+use crate::members::events;
 use courrier_core::access::Perm;
 use courrier_core::access::model::{KeyScope, Role};
 use courrier_core::kernel::EventName;
 use courrier_core::mailing::model::SubscriptionPolicy;
-use courrier_core::storage::in_read;
 use courrier_tests::harness::{Resp, SmtpSink, TestApp};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
@@ -64,15 +63,6 @@ fn wait_send(app: &TestApp, key: &str, id: i64, done: impl Fn(&Value) -> bool) -
         assert!(Instant::now() < deadline, "the send did not get there: {s}");
         std::thread::sleep(Duration::from_millis(100));
     }
-}
-
-fn events(core: &Courrier, name: EventName) -> Vec<Value> {
-    in_read(&*core.store, |tx| tx.events_after(None, 100_000))
-        .unwrap()
-        .into_iter()
-        .filter(|e| e.name == name)
-        .map(|e| e.data)
-        .collect()
 }
 
 fn header<'a>(message: &'a str, name: &str) -> Option<&'a str> {

@@ -1,4 +1,4 @@
-use super::{SqliteTx, map_err};
+use super::{SqliteTx, map_err, paged};
 use crate::access::model::{
     ApiKey, KeyId, KeyScope, PermSet, Profile, Role, RoleGrant, RoleId, RoleKind, Session, SessionId, User, UserId,
     UserStatus, UserWithSecret,
@@ -102,10 +102,6 @@ fn session_row(r: &Row<'_>) -> rusqlite::Result<Session> {
     })
 }
 
-pub(super) fn offset(page: Page) -> i64 {
-    i64::try_from(page.offset()).unwrap_or(i64::MAX)
-}
-
 impl AccessRepo for SqliteTx {
     fn insert_user(
         &mut self,
@@ -151,7 +147,7 @@ impl AccessRepo for SqliteTx {
     }
 
     fn list_users(&mut self, visible: &UserVisibility, page: Page) -> Result<Paged<User>, StoreError> {
-        let (filter, mut args): (String, Vec<Value>) = match visible {
+        let (filter, args): (String, Vec<Value>) = match visible {
             UserVisibility::All => (String::new(), Vec::new()),
             UserVisibility::Own { user, domains } => {
                 let mut args = vec![Value::Integer(user.get())];
@@ -170,25 +166,14 @@ impl AccessRepo for SqliteTx {
                 (format!("WHERE id = ?1{in_domains}"), args)
             }
         };
-        let conn = self.conn();
-        let total: i64 = conn
-            .prepare_cached(&format!("SELECT COUNT(*) FROM users {filter}"))
-            .and_then(|mut st| st.query_row(rusqlite::params_from_iter(&args), |r| r.get(0)))
-            .map_err(map_err)?;
-        let n = args.len();
-        args.push(Value::Integer(i64::from(page.limit())));
-        args.push(Value::Integer(offset(page)));
-        let items = conn
-            .prepare_cached(&format!(
-                "SELECT {USER_COLUMNS} FROM users {filter} ORDER BY id LIMIT ?{} OFFSET ?{}",
-                n + 1,
-                n + 2
-            ))
-            .and_then(|mut st| {
-                st.query_map(rusqlite::params_from_iter(&args), user_row)?.collect::<Result<Vec<_>, _>>()
-            })
-            .map_err(map_err)?;
-        Ok(Paged { items: items.into_iter().map(|u| u.user).collect(), total: u64::try_from(total).unwrap_or(0), page })
+        paged(
+            self.conn(),
+            &format!("SELECT COUNT(*) FROM users {filter}"),
+            &format!("SELECT {USER_COLUMNS} FROM users {filter} ORDER BY id"),
+            args,
+            page,
+            |r| user_row(r).map(|u| u.user),
+        )
     }
 
     fn update_user(&mut self, user: &User, now: Timestamp) -> Result<(), StoreError> {
@@ -326,22 +311,16 @@ impl AccessRepo for SqliteTx {
     }
 
     fn list_keys(&mut self, user: Option<UserId>, page: Page) -> Result<Paged<ApiKey>, StoreError> {
-        let user = user.map(UserId::get);
-        let conn = self.conn();
-        let total: i64 = conn
-            .prepare_cached("SELECT COUNT(*) FROM api_keys WHERE ?1 IS NULL OR user_id = ?1")
-            .and_then(|mut st| st.query_row([user], |r| r.get(0)))
-            .map_err(map_err)?;
-        let items = conn
-            .prepare_cached(&format!(
-                "SELECT {KEY_COLUMNS} FROM api_keys WHERE ?1 IS NULL OR user_id = ?1 ORDER BY id DESC LIMIT ?2 OFFSET ?3"
-            ))
-            .and_then(|mut st| {
-                st.query_map(params![user, i64::from(page.limit()), offset(page)], key_row)?
-                    .collect::<Result<Vec<_>, _>>()
-            })
-            .map_err(map_err)?;
-        Ok(Paged { items: items.into_iter().map(|(k, _)| k).collect(), total: u64::try_from(total).unwrap_or(0), page })
+        let args = vec![user.map_or(Value::Null, |u| Value::Integer(u.get()))];
+        let keys = paged(
+            self.conn(),
+            "SELECT COUNT(*) FROM api_keys WHERE ?1 IS NULL OR user_id = ?1",
+            &format!("SELECT {KEY_COLUMNS} FROM api_keys WHERE ?1 IS NULL OR user_id = ?1 ORDER BY id DESC"),
+            args,
+            page,
+            key_row,
+        )?;
+        Ok(Paged { items: keys.items.into_iter().map(|(k, _)| k).collect(), total: keys.total, page })
     }
 
     fn revoke_key(&mut self, id: KeyId, now: Timestamp) -> Result<(), StoreError> {

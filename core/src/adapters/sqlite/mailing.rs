@@ -1,5 +1,5 @@
-use super::access::{corrupt, email_key, offset, ts};
-use super::{SqliteTx, map_err};
+use super::access::{corrupt, email_key, ts};
+use super::{SqliteTx, map_err, paged};
 use crate::kernel::{DomainName, EmailAddress, ListName, Page, Paged, Timestamp};
 use crate::mailing::model::{
     Consent, DeliveryMode, DigestFrequency, Domain, DomainId, DomainStatus, DomainVisibility, ListId, ListKind,
@@ -196,23 +196,14 @@ impl MailingRepo for SqliteTx {
             clauses.push(format!("status = ?{}", args.len()));
         }
         let filter = if clauses.is_empty() { String::new() } else { format!("WHERE {}", clauses.join(" AND ")) };
-        let conn = self.conn();
-        let total: i64 = conn
-            .prepare_cached(&format!("SELECT COUNT(*) FROM domains {filter}"))
-            .and_then(|mut st| st.query_row(rusqlite::params_from_iter(&args), |r| r.get(0)))
-            .map_err(map_err)?;
-        let n = args.len();
-        args.push(Value::Integer(i64::from(page.limit())));
-        args.push(Value::Integer(offset(page)));
-        let items = conn
-            .prepare_cached(&format!(
-                "SELECT {DOMAIN_COLUMNS} FROM domains {filter} ORDER BY name LIMIT ?{} OFFSET ?{}",
-                n + 1,
-                n + 2
-            ))
-            .and_then(|mut st| st.query_map(rusqlite::params_from_iter(&args), domain_row)?.collect())
-            .map_err(map_err)?;
-        Ok(Paged { items, total: u64::try_from(total).unwrap_or(0), page })
+        paged(
+            self.conn(),
+            &format!("SELECT COUNT(*) FROM domains {filter}"),
+            &format!("SELECT {DOMAIN_COLUMNS} FROM domains {filter} ORDER BY name"),
+            args,
+            page,
+            domain_row,
+        )
     }
 
     fn update_domain(&mut self, d: &Domain) -> Result<(), StoreError> {
@@ -423,8 +414,7 @@ impl MailingRepo for SqliteTx {
     }
 
     fn list_members(&mut self, list: ListId, filter: &MemberFilter, page: Page) -> Result<Paged<Member>, StoreError> {
-        let (clause, mut args) = member_where(list, filter);
-        let conn = self.conn();
+        let (clause, args) = member_where(list, filter);
         // Status and mode alone: the tallies answer (a few rows, not a count of a million).
         let counted_by_tally = filter.min_bounce_score.is_none() && filter.email_contains.is_none();
         let count_sql = if counted_by_tally {
@@ -432,22 +422,8 @@ impl MailingRepo for SqliteTx {
         } else {
             format!("SELECT COUNT(*) FROM members WHERE {clause}")
         };
-        let total: i64 = conn
-            .prepare_cached(&count_sql)
-            .and_then(|mut st| st.query_row(rusqlite::params_from_iter(&args), |r| r.get(0)))
-            .map_err(map_err)?;
-        let n = args.len();
-        args.push(Value::Integer(i64::from(page.limit())));
-        args.push(Value::Integer(offset(page)));
-        let items = conn
-            .prepare_cached(&format!(
-                "SELECT {MEMBER_COLUMNS} FROM members WHERE {clause} ORDER BY id LIMIT ?{} OFFSET ?{}",
-                n + 1,
-                n + 2
-            ))
-            .and_then(|mut st| st.query_map(rusqlite::params_from_iter(&args), member_row)?.collect())
-            .map_err(map_err)?;
-        Ok(Paged { items, total: u64::try_from(total).unwrap_or(0), page })
+        let select_sql = format!("SELECT {MEMBER_COLUMNS} FROM members WHERE {clause} ORDER BY id");
+        paged(self.conn(), &count_sql, &select_sql, args, page, member_row)
     }
 
     fn members_after(

@@ -148,6 +148,31 @@ impl Drop for SqliteTx {
     }
 }
 
+/// A page of a listing: `count_sql` (returning one integer) and `select_sql` (ending before its
+/// `LIMIT`) share `args`; the window's two placeholders are appended after them.
+pub(crate) fn paged<T>(
+    conn: &rusqlite::Connection,
+    count_sql: &str,
+    select_sql: &str,
+    mut args: Vec<rusqlite::types::Value>,
+    page: crate::kernel::Page,
+    row: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> Result<crate::kernel::Paged<T>, StoreError> {
+    use rusqlite::types::Value;
+    let total: i64 = conn
+        .prepare_cached(count_sql)
+        .and_then(|mut st| st.query_row(rusqlite::params_from_iter(&args), |r| r.get(0)))
+        .map_err(map_err)?;
+    let n = args.len();
+    args.push(Value::Integer(i64::from(page.limit())));
+    args.push(Value::Integer(i64::try_from(page.offset()).unwrap_or(i64::MAX)));
+    let items = conn
+        .prepare_cached(&format!("{select_sql} LIMIT ?{} OFFSET ?{}", n + 1, n + 2))
+        .and_then(|mut st| st.query_map(rusqlite::params_from_iter(&args), row)?.collect())
+        .map_err(map_err)?;
+    Ok(crate::kernel::Paged { items, total: u64::try_from(total).unwrap_or(0), page })
+}
+
 /// The one place where SQLite's errors become the port's.
 pub(crate) fn map_err(e: rusqlite::Error) -> StoreError {
     use rusqlite::ErrorCode;

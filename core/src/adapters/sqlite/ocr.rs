@@ -1,4 +1,4 @@
-use super::{SqliteTx, map_err};
+use super::{SqliteTx, map_err, paged};
 use crate::access::model::UserId;
 use crate::kernel::{Page, Paged, Timestamp};
 use crate::ocr::blobs::BlobId;
@@ -67,28 +67,14 @@ impl OcrRepo for SqliteTx {
     }
 
     fn ocr_documents_in_state(&mut self, state: DocumentState, page: Page) -> Result<Paged<Document>, StoreError> {
-        let conn = self.conn();
-        let total: i64 = conn
-            .prepare_cached("SELECT COUNT(*) FROM ocr_documents WHERE state = ?1")
-            .and_then(|mut st| st.query_row([state.as_str()], |r| r.get(0)))
-            .map_err(map_err)?;
-        let mut st = conn
-            .prepare_cached(&format!(
-                "SELECT {COLUMNS} FROM ocr_documents WHERE state = ?1 ORDER BY created_at DESC, id DESC LIMIT ?2 OFFSET ?3"
-            ))
-            .map_err(map_err)?;
-        let items = st
-            .query_map(
-                rusqlite::params![
-                    state.as_str(),
-                    i64::from(page.limit()),
-                    i64::try_from(page.offset()).unwrap_or(i64::MAX)
-                ],
-                document_row,
-            )
-            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
-            .map_err(map_err)?;
-        Ok(Paged { items, total: total.try_into().unwrap_or(0), page })
+        paged(
+            self.conn(),
+            "SELECT COUNT(*) FROM ocr_documents WHERE state = ?1",
+            &format!("SELECT {COLUMNS} FROM ocr_documents WHERE state = ?1 ORDER BY created_at DESC, id DESC"),
+            vec![rusqlite::types::Value::Text(state.as_str().to_owned())],
+            page,
+            document_row,
+        )
     }
 
     fn ocr_maintenance(&mut self) -> Result<Maintenance, StoreError> {
