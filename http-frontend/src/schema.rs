@@ -315,7 +315,12 @@ pub const BOUNCE_FLOOR: Schema = Schema(|| json!({ "type": "integer", "minimum":
 pub const EMAIL_CONTAINS: Schema = Schema(
     || json!({ "type": "string", "minLength": 2, "maxLength": 254, "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]*$" }),
 );
-pub const CONSENT_EVIDENCE: Schema = Schema(|| json!({ "type": "string", "minLength": 1, "maxLength": 4096 }));
+pub const CONSENT_EVIDENCE: Schema =
+    Schema(|| json!({ "type": "string", "minLength": 1, "maxLength": 4096, "pattern": MULTI_LINE }));
+/// Free text on one line: no control characters (C0, DEL, C1), as the server's check.
+const SINGLE_LINE: &str = "^[^\\u0000-\\u001f\\u007f-\\u009f]*$";
+/// Free text that may break lines (tab, LF, CR) but holds no other control character.
+const MULTI_LINE: &str = "^[^\\u0000-\\u0008\\u000b\\u000c\\u000e-\\u001f\\u007f-\\u009f]*$";
 
 fn domain_obj() -> Value {
     object(
@@ -410,7 +415,8 @@ pub const LIST_CREATE: Schema = Schema(|| {
     )
 });
 pub const LIST_PATCH: Schema = Schema(|| {
-    let text = |max: u32| json!({ "anyOf": [{ "type": "string", "maxLength": max }, { "type": "null" }] });
+    // What `check_text` accepts: no control characters; footers may break lines.
+    let text = |max: u32, pattern: &str| json!({ "anyOf": [{ "type": "string", "maxLength": max, "pattern": pattern }, { "type": "null" }] });
     closed(
         &[],
         json!({
@@ -418,9 +424,9 @@ pub const LIST_PATCH: Schema = Schema(|| {
             "status": opt(enum_of(&["active", "archived"])),
             "subscription_policy": opt(enum_of(SUBSCRIPTION_POLICIES)),
             "posting_policy": opt(enum_of(&["members", "moderated", "owners", "open"])),
-            "subject_tag": text(64),
-            "footer_text": text(8192),
-            "footer_html": text(8192),
+            "subject_tag": text(64, SINGLE_LINE),
+            "footer_text": text(8192, MULTI_LINE),
+            "footer_html": text(8192, MULTI_LINE),
             "reply_to": opt(enum_of(&["list", "poster"])),
             "bounce_disable_score": opt(json!({ "type": "integer", "minimum": 1, "maximum": 1000 })),
             "digest_frequency": opt(enum_of(&["daily", "weekly"])),
@@ -452,11 +458,11 @@ pub const MEMBER_ADD: Schema = Schema(|| {
         &["email"],
         json!({
             "email": email(),
-            "name": opt(json!({ "type": "string", "maxLength": 200 })),
+            "name": opt(json!({ "type": "string", "maxLength": 200, "pattern": SINGLE_LINE })),
             "delivery_mode": opt(enum_of(DELIVERY_MODES)),
             "force": opt(json!({ "type": "boolean" })),
-            "consent_source": opt(json!({ "type": "string", "maxLength": 200 })),
-            "consent_evidence": opt(json!({ "type": "string", "maxLength": 4096 }))
+            "consent_source": opt(json!({ "type": "string", "maxLength": 200, "pattern": SINGLE_LINE })),
+            "consent_evidence": opt(json!({ "type": "string", "maxLength": 4096, "pattern": MULTI_LINE }))
         }),
     )
 });
