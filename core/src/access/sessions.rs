@@ -18,7 +18,15 @@ pub struct LoggedIn {
     pub expires_at: Timestamp,
 }
 
-pub fn login(app: &Courrier, ctx: &RequestCtx, email: &str, password_given: &str) -> Result<LoggedIn, AccessError> {
+/// Checks an address and password, throttled per address and per source: the account and its
+/// role grants, or one uniform refusal whatever the reason (the reason is logged). Shared by the
+/// administrator login and the OCR service's key login.
+pub fn check_credentials(
+    app: &Courrier,
+    ctx: &RequestCtx,
+    email: &str,
+    password_given: &str,
+) -> Result<(super::model::User, Vec<super::model::RoleGrant>), AccessError> {
     let now = app.clock.now();
     let address = email.trim().to_lowercase();
     app.limiter.check_login(&address, ctx.source.as_deref(), now)?;
@@ -32,15 +40,22 @@ pub fn login(app: &Courrier, ctx: &RequestCtx, email: &str, password_given: &str
     };
     // Verified even when the account is unknown, so timing does not tell which addresses exist.
     let ok = password::verify(password_given, found.as_ref().and_then(|(u, _)| u.password_hash.as_deref()));
-    let (user, grants) = match found {
-        Some((u, g)) if ok && u.user.status == UserStatus::Active => (u.user, g),
+    match found {
+        Some((u, g)) if ok && u.user.status == UserStatus::Active => {
+            app.limiter.clear_login_failures(&address);
+            Ok((u.user, g))
+        }
         _ => {
             app.limiter.record_login_failure(&address, ctx.source.as_deref(), now);
             tracing::info!(address = %address, "login refused");
-            return Err(AccessError::BadLogin);
+            Err(AccessError::BadLogin)
         }
-    };
-    app.limiter.clear_login_failures(&address);
+    }
+}
+
+pub fn login(app: &Courrier, ctx: &RequestCtx, email: &str, password_given: &str) -> Result<LoggedIn, AccessError> {
+    let now = app.clock.now();
+    let (user, grants) = check_credentials(app, ctx, email, password_given)?;
     let token = secrets::random_token(32);
     let expires_at = now.plus_secs(SESSION_MAX_SECS);
     let me = Principal { user: Some(user.clone()), via: super::Via::Operator, roles: Vec::new() };

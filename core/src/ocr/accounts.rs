@@ -4,11 +4,10 @@
 
 use crate::Courrier;
 use crate::access::keys::{self, CreatedKey, NewKey};
-use crate::access::model::{KeyScope, PermSet, UserStatus};
+use crate::access::model::{KeyScope, PermSet};
 use crate::access::principal::{RequestCtx, audit_done};
-use crate::access::{AccessError, Principal, Via, password};
-use crate::kernel::EmailAddress;
-use crate::storage::{in_read, in_write};
+use crate::access::{AccessError, Principal, Via, sessions};
+use crate::storage::in_write;
 
 /// Checks the password (throttled per address and source, verified even for unknown addresses so
 /// timing tells nothing) and makes a `read` key named after the client. `read` is enough for
@@ -20,27 +19,7 @@ pub fn login(
     password_given: &str,
     client: &str,
 ) -> Result<CreatedKey, AccessError> {
-    let now = app.clock.now();
-    let address = email.trim().to_lowercase();
-    app.limiter.check_login(&address, ctx.source.as_deref(), now)?;
-    let found = match EmailAddress::parse(email.trim()) {
-        Ok(e) => in_read(&*app.store, |tx| {
-            let Some(u) = tx.user_by_email(&e)? else { return Ok(None) };
-            let roles = tx.roles_of(u.user.id)?;
-            Ok::<_, AccessError>(Some((u, roles)))
-        })?,
-        Err(_) => None,
-    };
-    let ok = password::verify(password_given, found.as_ref().and_then(|(u, _)| u.password_hash.as_deref()));
-    let (user, grants) = match found {
-        Some((u, g)) if ok && u.user.status == UserStatus::Active => (u.user, g),
-        _ => {
-            app.limiter.record_login_failure(&address, ctx.source.as_deref(), now);
-            tracing::info!(address = %address, "OCR login refused");
-            return Err(AccessError::BadLogin);
-        }
-    };
-    app.limiter.clear_login_failures(&address);
+    let (user, grants) = sessions::check_credentials(app, ctx, email, password_given)?;
     let roles = keys::roles_of(&grants);
     let me = Principal { user: Some(user.clone()), via: Via::Operator, roles: roles.clone() };
     let client: String = client.chars().filter(|c| !c.is_control()).take(80).collect();
