@@ -14,24 +14,24 @@ use serde_json::{Value, json};
 
 const PASSWORD: &str = "correct horse battery staple";
 
-fn fixture(name: &str) -> Vec<u8> {
+pub(crate) fn fixture(name: &str) -> Vec<u8> {
     std::fs::read(workspace_root().join("fixtures/ocr").join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
 /// A server whose sandbox binary is built and fresh.
-fn spawn() -> TestApp {
+pub(crate) fn spawn() -> TestApp {
     courrier_bin();
     TestApp::spawn()
 }
 
-fn make_user(core: &Courrier, address: &str) -> User {
+pub(crate) fn make_user(core: &Courrier, address: &str) -> User {
     let (p, ctx) = (Principal::operator(), RequestCtx::cli());
     let profile = Profile { firstname: Some("Ada".into()), name: Some("Lovelace".into()), ..Profile::default() };
     let new = users::NewUser { email: EmailAddress::parse(address).unwrap(), profile, password: Some(PASSWORD.into()) };
     users::create(core, &p, &ctx, new).unwrap().0
 }
 
-fn make_key(core: &Courrier, user: &User) -> String {
+pub(crate) fn make_key(core: &Courrier, user: &User) -> String {
     let new = keys::NewKey {
         name: "ocr test".into(),
         scope: KeyScope::User,
@@ -42,13 +42,13 @@ fn make_key(core: &Courrier, user: &User) -> String {
     keys::create_for(core, &Principal::operator(), &RequestCtx::cli(), user, &[], new).unwrap().secret
 }
 
-fn user_key(app: &TestApp, address: &str) -> String {
+pub(crate) fn user_key(app: &TestApp, address: &str) -> String {
     let user = make_user(&app.core, address);
     make_key(&app.core, &user)
 }
 
 /// A multipart/form-data body: the file as part `pdf`, then text fields.
-fn multipart(file: Option<(&str, &[u8])>, fields: &[(&str, &str)]) -> (String, Vec<u8>) {
+pub(crate) fn multipart(file: Option<(&str, &[u8])>, fields: &[(&str, &str)]) -> (String, Vec<u8>) {
     let boundary = "----courrier-test-boundary-7d1c";
     let mut body = Vec::new();
     for (name, value) in fields {
@@ -70,7 +70,7 @@ fn multipart(file: Option<(&str, &[u8])>, fields: &[(&str, &str)]) -> (String, V
     (format!("multipart/form-data; boundary={boundary}"), body)
 }
 
-fn upload(app: &TestApp, key: &str, name: &str, bytes: &[u8], fields: &[(&str, &str)]) -> Resp {
+pub(crate) fn upload(app: &TestApp, key: &str, name: &str, bytes: &[u8], fields: &[(&str, &str)]) -> Resp {
     let (content_type, body) = multipart(Some((name, bytes)), fields);
     let auth = format!("Bearer {key}");
     app.client.request("POST", "/api/ocrs", &[("authorization", &auth), ("content-type", &content_type)], Some(&body))
@@ -82,7 +82,7 @@ fn ocr(app: &TestApp, key: &str, name: &str) -> Value {
     resp.json()
 }
 
-fn call(app: &TestApp, method: &str, path: &str, key: Option<&str>, body: Option<&Value>) -> Resp {
+pub(crate) fn call(app: &TestApp, method: &str, path: &str, key: Option<&str>, body: Option<&Value>) -> Resp {
     let auth = key.map(|k| format!("Bearer {k}"));
     let mut headers: Vec<(&str, &str)> = Vec::new();
     if let Some(a) = &auth {
@@ -96,7 +96,7 @@ fn call(app: &TestApp, method: &str, path: &str, key: Option<&str>, body: Option
 }
 
 /// An OCR refusal: the status, `{errors, code}`, never the /api/v1 envelope.
-fn expect_refusal(resp: &Resp, status: u16, code: &str) {
+pub(crate) fn expect_refusal(resp: &Resp, status: u16, code: &str) {
     assert_eq!(resp.status, status, "{}", resp.body);
     let body = resp.json();
     assert_eq!(body["code"], code, "{body}");
@@ -122,7 +122,7 @@ fn reads_the_invoice(text: &str) {
     }
 }
 
-fn stored_blobs(app: &TestApp) -> usize {
+pub(crate) fn stored_blobs(app: &TestApp) -> usize {
     let mut n = 0;
     let docs = app.dir.path().join("documents");
     for entry in std::fs::read_dir(&docs).unwrap() {

@@ -84,6 +84,9 @@ codes! {
     DocumentHasNoImage => "document_has_no_image", Invalid;
     OcrUnavailable => "ocr_unavailable", Unavailable;
     OcrMaintenance => "ocr_maintenance", Unavailable;
+    // Invoices, cuts and usage (issue 7).
+    TemplateInvalid => "template_invalid", Invalid;
+    TemplateTooLarge => "template_too_large", TooLarge;
 }
 
 /// Implemented by every layer's error enum: the frontends need nothing else to render it.

@@ -7,6 +7,7 @@ use super::engine::{EngineError, GrayImage, Language};
 use super::images::ImageError;
 use super::intake::{DocumentKind, SniffError, sniff};
 use super::pdf::{PdfError, PdfPage};
+use super::templates::{Template, TemplateError};
 use super::wrap;
 use crate::Courrier;
 use crate::access::model::UserId;
@@ -139,6 +140,8 @@ pub struct Upload {
     pub lang: Language,
     pub profile: Profile,
     pub action: Action,
+    /// `yamlFilter`: an invoice2data template, read before the document is.
+    pub yaml_filter: Option<String>,
 }
 
 /// A page as JPEG, for `storeOnly` and `jpegDownload`.
@@ -158,6 +161,10 @@ pub struct Submitted {
     /// `storeOnly`: the first page as JPEG, and for an image upload the one-page PDF around it.
     pub page: Option<PageJpeg>,
     pub pdf: Option<Vec<u8>>,
+    /// The extracted invoice fields under the `meta` names; empty when nothing was found.
+    pub meta: serde_json::Map<String, serde_json::Value>,
+    /// What the `yamlFilter` did, for the response's `message`.
+    pub template_note: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -176,6 +183,8 @@ pub enum DocumentError {
     Image(#[from] ImageError),
     #[error(transparent)]
     Engine(#[from] EngineError),
+    #[error(transparent)]
+    Template(#[from] TemplateError),
     #[error("a text document has no page image")]
     NoImage,
     #[error("document not found")]
@@ -211,6 +220,8 @@ impl CoreError for DocumentError {
                 EngineError::Unavailable(_) => Code::OcrUnavailable,
                 EngineError::Failed(_) => Code::Internal,
             },
+            DocumentError::Template(TemplateError::TooLarge { .. }) => Code::TemplateTooLarge,
+            DocumentError::Template(_) => Code::TemplateInvalid,
             DocumentError::NoImage => Code::DocumentHasNoImage,
             DocumentError::NotFound => Code::NotFound,
             DocumentError::Blob(_) => Code::Internal,
@@ -235,6 +246,12 @@ pub fn submit(app: &Courrier, p: &Principal, ctx: &RequestCtx, upload: Upload) -
     if upload.bytes.len() > limit {
         return Err(DocumentError::TooLarge { size: upload.bytes.len(), limit });
     }
+    // A bad template is refused before the document is opened: the caller learns in
+    // milliseconds, not after an OCR run.
+    let template = match upload.yaml_filter.as_deref().map(str::trim) {
+        Some(yaml) if !yaml.is_empty() => Some(Template::parse(yaml)?),
+        _ => None,
+    };
     let kind = sniff(&upload.bytes)?;
     let (pages, text, page, pdf) = match upload.action {
         Action::Recognize => {
@@ -269,7 +286,25 @@ pub fn submit(app: &Courrier, p: &Principal, ctx: &RequestCtx, upload: Upload) -
         audit_done(tx, p, ctx, now, "ocr.document.create", &format!("ocr:{}", document.ocr_id.as_str()))?;
         Ok::<_, DocumentError>(())
     })?;
-    Ok(Submitted { document, page, pdf })
+    let (meta, template_note) = match (&template, upload.action) {
+        (Some(t), Action::Recognize) => apply_template(t, &document.text),
+        _ => (serde_json::Map::new(), None),
+    };
+    Ok(Submitted { document, page, pdf, meta, template_note })
+}
+
+/// The template's fields when it matches the text, and a note saying what it did.
+fn apply_template(t: &Template, text: &str) -> (serde_json::Map<String, serde_json::Value>, Option<String>) {
+    let name =
+        if t.issuer.is_empty() { "the yamlFilter template".to_owned() } else { format!("template {:?}", t.issuer) };
+    match t.extract(text) {
+        None => (serde_json::Map::new(), Some(format!("{name} did not match the document"))),
+        Some(ex) if ex.missing.is_empty() => (t.meta(&ex), Some(format!("{name} applied"))),
+        Some(ex) => {
+            let note = format!("{name} applied; required fields not found: {}", ex.missing.join(", "));
+            (t.meta(&ex), Some(note))
+        }
+    }
 }
 
 /// OCR of one page or photo, turned level first when it is askew.

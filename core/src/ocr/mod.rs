@@ -13,6 +13,7 @@ pub mod intake;
 pub mod maintenance;
 pub mod pdf;
 pub mod status;
+pub mod templates;
 pub mod wrap;
 
 use std::sync::Arc;

@@ -68,13 +68,14 @@ pub async fn post_ocrs(
         .clone()
         .ok_or_else(|| ApiError::new(Code::ValidationFailed, "the file part pdf is required (multipart/form-data)"))?;
     let app = state.app.clone();
-    let upload = Upload { bytes: file.to_vec(), lang, profile, action };
+    let yaml_filter = input.get("yamlFilter").map(str::to_owned);
+    let upload = Upload { bytes: file.to_vec(), lang, profile, action, yaml_filter };
     let submitted = run_blocking(move || documents::submit(&app, &p, &ctx, upload).map_err(ApiError::from)).await?;
     Ok(ok(&processing(&submitted)))
 }
 
-/// The processing response object of an upload (decisions.md): strings, `meta` `""` until
-/// invoice extraction exists (issue 7).
+/// The processing response object of an upload (decisions.md): strings, and `meta` an object of
+/// extracted fields or `""` when nothing was extracted.
 fn processing(s: &Submitted) -> Value {
     let d = &s.document;
     let success = match (s.page.is_some(), d.state) {
@@ -85,10 +86,13 @@ fn processing(s: &Submitted) -> Value {
     let mut body = json!({
         "ocrID": d.ocr_id.as_str(),
         "success": success,
-        "message": format!("{} page(s), {}", d.pages, d.kind.as_str()),
+        "message": match &s.template_note {
+            Some(note) => format!("{} page(s), {}; {note}", d.pages, d.kind.as_str()),
+            None => format!("{} page(s), {}", d.pages, d.kind.as_str()),
+        },
         "errors": "",
         "result": d.text,
-        "meta": "",
+        "meta": if s.meta.is_empty() { Value::from("") } else { Value::Object(s.meta.clone()) },
     });
     if let Some(page) = &s.page {
         body["jpeg"] = format!("{}.jpg", d.ocr_id.as_str()).into();
