@@ -29,6 +29,9 @@ pub struct Config {
     pub ocr_workers: usize,
     /// `POST /api/register` exists only when this is set (`COURRIER_OCR_REGISTRATION=1`).
     pub ocr_registration: bool,
+    /// The `default` OCR plan's pages per user and month (`COURRIER_OCR_PAGES_PER_MONTH`, 0 = no
+    /// limit, the default).
+    pub ocr_pages_per_month: u32,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -97,7 +100,9 @@ impl Config {
             Some("1" | "true") => true,
             Some(other) => return Err(invalid("COURRIER_OCR_REGISTRATION", format!("{other:?} is neither 0 nor 1"))),
         };
+        let ocr_pages_per_month = number("COURRIER_OCR_PAGES_PER_MONTH", 0, 0..=1_000_000_000)? as u32;
         Ok(Self {
+            ocr_pages_per_month,
             retry_base_secs,
             delivery_workers,
             ocr_sandbox_bin: get("COURRIER_OCR_SANDBOX_BIN").map(PathBuf::from),

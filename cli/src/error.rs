@@ -33,6 +33,8 @@ pub enum CliError {
     Output(std::io::Error),
     #[error(transparent)]
     Document(#[from] courrier_core::ocr::documents::DocumentError),
+    #[error(transparent)]
+    Usage(#[from] courrier_core::ocr::usage::UsageError),
 }
 
 impl From<courrier_http::error::ApiError> for CliError {
@@ -55,6 +57,7 @@ impl CoreError for CliError {
             CliError::Mailing(e) => e.code(),
             CliError::Output(_) => Code::Internal,
             CliError::Document(e) => e.code(),
+            CliError::Usage(e) => e.code(),
         }
     }
 }

@@ -1,4 +1,5 @@
-//! `courrier maintenance on|off` and `courrier ocr failed`: the operator's OCR commands.
+//! `courrier maintenance on|off`, `courrier ocr failed` and `courrier ocr plan`: the operator's
+//! OCR commands.
 
 use crate::config::Config;
 use crate::error::CliError;
@@ -7,7 +8,7 @@ use clap::{Subcommand, ValueEnum};
 use courrier_core::access::Principal;
 use courrier_core::access::principal::RequestCtx;
 use courrier_core::kernel::Page;
-use courrier_core::ocr::{documents, maintenance};
+use courrier_core::ocr::{documents, maintenance, usage};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum Switch {
@@ -23,6 +24,16 @@ pub enum OcrCommand {
         limit: u32,
         #[arg(long, default_value_t = 0)]
         offset: u64,
+    },
+    /// Sets one user's monthly page quota (0: no limit), or with --default puts the user back
+    /// on the default plan (COURRIER_OCR_PAGES_PER_MONTH).
+    Plan {
+        #[arg(long)]
+        email: String,
+        #[arg(long, conflicts_with = "default", required_unless_present = "default")]
+        pages_per_month: Option<u32>,
+        #[arg(long)]
+        default: bool,
     },
 }
 
@@ -44,7 +55,29 @@ pub fn maintenance(config: &Config, state: Switch, json: bool) -> Result<(), Cli
 }
 
 pub fn ocr(config: &Config, cmd: OcrCommand, json: bool) -> Result<(), CliError> {
-    let OcrCommand::Failed { limit, offset } = cmd;
+    match cmd {
+        OcrCommand::Failed { limit, offset } => failed(config, limit, offset, json),
+        OcrCommand::Plan { email, pages_per_month, default: _ } => plan(config, &email, pages_per_month, json),
+    }
+}
+
+fn plan(config: &Config, email: &str, pages: Option<u32>, json: bool) -> Result<(), CliError> {
+    let app = wire(config, crate::build_info())?;
+    let plan = usage::set_plan(&app, &Principal::operator(), &RequestCtx::cli(), email, pages)?;
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({ "email": email, "plan": plan.name(), "pages_per_month": plan.pages_per_month })
+        );
+    } else if plan.pages_per_month == 0 {
+        println!("{email}: plan {}, no page limit", plan.name());
+    } else {
+        println!("{email}: plan {}, {} pages per month", plan.name(), plan.pages_per_month);
+    }
+    Ok(())
+}
+
+fn failed(config: &Config, limit: u32, offset: u64, json: bool) -> Result<(), CliError> {
     let page = Page::parse(Some(&limit.to_string()), Some(&offset.to_string())).map_err(|e| CliError::Input {
         code: courrier_core::kernel::Code::InvalidPagination,
         message: e.to_string(),

@@ -27,7 +27,8 @@ pub fn wire(config: &Config, build: BuildInfo) -> Result<Arc<Courrier>, CliError
         config.ocr_sandbox_bin.clone().or_else(courrier_core::adapters::pdf_sandbox::default_exe).ok_or_else(|| {
             ConfigError::Invalid { var: "COURRIER_OCR_SANDBOX_BIN", reason: "cannot find this executable".into() }
         })?;
-    let ocr = courrier_core::adapters::ocr_services(&config.documents_dir(), sandbox, config.ocr_workers);
+    let mut ocr = courrier_core::adapters::ocr_services(&config.documents_dir(), sandbox, config.ocr_workers);
+    ocr.limits.pages_per_month = config.ocr_pages_per_month;
     Ok(Arc::new(Courrier {
         store: Arc::new(store),
         clock,

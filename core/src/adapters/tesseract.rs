@@ -9,7 +9,7 @@
 //! code runs, so the binary re-executes itself with it set (cli `main.rs`); this adapter only
 //! warns when it finds it missing.
 
-use crate::ocr::engine::{EngineError, GrayImage, Language, OcrEngine};
+use crate::ocr::engine::{EngineError, GrayImage, Language, OcrEngine, Segmentation};
 use std::collections::HashMap;
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -22,6 +22,8 @@ const SOURCE_DPI: i32 = 300;
 struct Job {
     image: GrayImage,
     lang: Language,
+    /// A zone's layout; `None` for a whole page.
+    layout: Option<Segmentation>,
     reply: Sender<Result<String, EngineError>>,
 }
 
@@ -71,8 +73,18 @@ fn init(langs: &str) -> Result<Tesseract, EngineError> {
     Ok(engine)
 }
 
-fn recognize_with(engine: Tesseract, image: &GrayImage) -> Result<(Tesseract, String), EngineError> {
+fn recognize_with(
+    mut engine: Tesseract,
+    image: &GrayImage,
+    layout: Option<Segmentation>,
+) -> Result<(Tesseract, String), EngineError> {
     let failed = |e: &dyn std::fmt::Display| EngineError::Failed(e.to_string());
+    // Set on every job: engines are reused, and a zone's mode must not leak into the next page.
+    engine.set_page_seg_mode(match layout {
+        None => tesseract::PageSegMode::PsmAutoOsd,
+        Some(Segmentation::Line) => tesseract::PageSegMode::PsmSingleLine,
+        Some(Segmentation::Block) => tesseract::PageSegMode::PsmSingleBlock,
+    });
     let (w, h) =
         (i32::try_from(image.width()).map_err(|e| failed(&e))?, i32::try_from(image.height()).map_err(|e| failed(&e))?);
     let mut engine = engine
@@ -100,7 +112,7 @@ fn worker(jobs: &Mutex<Receiver<Job>>) {
             Some(e) => Ok(e),
             None => init(langs),
         };
-        let result = engine.and_then(|e| recognize_with(e, &job.image)).map(|(engine, text)| {
+        let result = engine.and_then(|e| recognize_with(e, &job.image, job.layout)).map(|(engine, text)| {
             // Kept only after a success: a failed engine is dropped and made again next time.
             engines.insert(langs, engine);
             text
@@ -109,13 +121,23 @@ fn worker(jobs: &Mutex<Receiver<Job>>) {
     }
 }
 
-impl OcrEngine for TesseractPool {
-    fn recognize(&self, image: &GrayImage, lang: Language) -> Result<String, EngineError> {
+impl TesseractPool {
+    fn run(&self, image: &GrayImage, lang: Language, layout: Option<Segmentation>) -> Result<String, EngineError> {
         let (reply, answer) = channel();
         self.sender()?
-            .send(Job { image: image.clone(), lang, reply })
+            .send(Job { image: image.clone(), lang, layout, reply })
             .map_err(|_| EngineError::Unavailable("the OCR workers stopped".into()))?;
         answer.recv().map_err(|_| EngineError::Unavailable("an OCR worker stopped".into()))?
+    }
+}
+
+impl OcrEngine for TesseractPool {
+    fn recognize(&self, image: &GrayImage, lang: Language) -> Result<String, EngineError> {
+        self.run(image, lang, None)
+    }
+
+    fn recognize_zone(&self, image: &GrayImage, lang: Language, layout: Segmentation) -> Result<String, EngineError> {
+        self.run(image, lang, Some(layout))
     }
 
     fn ready(&self) -> Result<(), EngineError> {

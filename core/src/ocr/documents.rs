@@ -7,7 +7,9 @@ use super::engine::{EngineError, GrayImage, Language};
 use super::images::ImageError;
 use super::intake::{DocumentKind, SniffError, sniff};
 use super::pdf::{PdfError, PdfPage};
+use super::suppliers::{self, Facts, Source, VatNumber};
 use super::templates::{Template, TemplateError};
+use super::usage::{self, MonthUsage, UsageError};
 use super::wrap;
 use crate::Courrier;
 use crate::access::model::UserId;
@@ -185,6 +187,8 @@ pub enum DocumentError {
     Engine(#[from] EngineError),
     #[error(transparent)]
     Template(#[from] TemplateError),
+    #[error(transparent)]
+    Usage(#[from] UsageError),
     #[error("a text document has no page image")]
     NoImage,
     #[error("document not found")]
@@ -222,6 +226,7 @@ impl CoreError for DocumentError {
             },
             DocumentError::Template(TemplateError::TooLarge { .. }) => Code::TemplateTooLarge,
             DocumentError::Template(_) => Code::TemplateInvalid,
+            DocumentError::Usage(e) => e.code(),
             DocumentError::NoImage => Code::DocumentHasNoImage,
             DocumentError::NotFound => Code::NotFound,
             DocumentError::Blob(_) => Code::Internal,
@@ -233,6 +238,7 @@ impl CoreError for DocumentError {
     fn retry_after(&self) -> Option<u64> {
         match self {
             DocumentError::Access(e) => e.retry_after(),
+            DocumentError::Usage(e) => e.retry_after(),
             _ => None,
         }
     }
@@ -253,6 +259,9 @@ pub fn submit(app: &Courrier, p: &Principal, ctx: &RequestCtx, upload: Upload) -
         _ => None,
     };
     let kind = sniff(&upload.bytes)?;
+    if upload.action != Action::OcrFailed {
+        usage::check_quota(app, owner)?;
+    }
     let (pages, text, page, pdf) = match upload.action {
         Action::Recognize => {
             let (pages, text) = read_text(app, kind, &upload.bytes, upload.lang)?;
@@ -281,16 +290,47 @@ pub fn submit(app: &Courrier, p: &Principal, ctx: &RequestCtx, upload: Upload) -
         text,
         created_at: now,
     };
-    in_write(&*app.store, |tx| {
-        tx.insert_ocr_document(&document)?;
-        audit_done(tx, p, ctx, now, "ocr.document.create", &format!("ocr:{}", document.ocr_id.as_str()))?;
-        Ok::<_, DocumentError>(())
-    })?;
     let (meta, template_note) = match (&template, upload.action) {
         (Some(t), Action::Recognize) => apply_template(t, &document.text),
         _ => (serde_json::Map::new(), None),
     };
+    // Pages the service worked on: every page read, the one page converted for storeOnly.
+    let worked = match upload.action {
+        Action::Recognize => u64::from(pages),
+        Action::StoreOnly => 1,
+        Action::OcrFailed => 0,
+    };
+    in_write(&*app.store, |tx| {
+        tx.insert_ocr_document(&document)?;
+        usage::count(tx, owner, now, &MonthUsage { documents: 1, pages: worked, ..MonthUsage::default() })?;
+        suppliers::learn(tx, &supplier_facts(&meta), Source::Invoice, now)?;
+        audit_done(tx, p, ctx, now, "ocr.document.create", &format!("ocr:{}", document.ocr_id.as_str()))?;
+        Ok::<_, DocumentError>(())
+    })?;
     Ok(Submitted { document, page, pdf, meta, template_note })
+}
+
+/// What an invoice's `meta` says of its supplier, for the directory.
+fn supplier_facts(meta: &serde_json::Map<String, serde_json::Value>) -> Facts {
+    let text =
+        |k: &str| meta.get(k).and_then(serde_json::Value::as_str).map(str::to_owned).filter(|v| !v.trim().is_empty());
+    let details = meta.get("company_details");
+    let detail = |k: &str| {
+        details
+            .and_then(|d| d.get(k))
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned)
+            .filter(|v| !v.trim().is_empty())
+    };
+    Facts {
+        vat_number: text("supplier_numtva").as_deref().and_then(VatNumber::parse),
+        name: text("supplier_name").or_else(|| detail("name")),
+        siret: text("supplier_siret"),
+        adresse: detail("adresse"),
+        cp: detail("cp"),
+        ville: detail("ville"),
+        pays: detail("pays"),
+    }
 }
 
 /// The template's fields when it matches the text, and a note saying what it did.
@@ -370,6 +410,26 @@ fn page_jpeg(app: &Courrier, kind: DocumentKind, bytes: &[u8], page: u32) -> Res
                 PdfPage::Text(_) => Err(PdfError::Unreadable("the reader returned text for an image".into()).into()),
             }
         }
+    }
+}
+
+/// Page `page` (1-based) of a document as gray pixels, the same pixels `storeOnly` and
+/// `jpegDownload` show (so zones drawn on those land where they were drawn).
+pub fn page_image(app: &Courrier, document: &Document, page: u32) -> Result<GrayImage, DocumentError> {
+    let bytes = app.ocr.blobs.get(&document.blob)?;
+    match document.kind {
+        DocumentKind::Text => Err(DocumentError::NoImage),
+        DocumentKind::Jpeg | DocumentKind::Png | DocumentKind::Tiff => {
+            if page != 1 {
+                return Err(PdfError::NoSuchPage(page).into());
+            }
+            Ok(app.ocr.images.decode_gray(&bytes)?)
+        }
+        DocumentKind::Pdf => match app.ocr.pdf.page_image(&bytes, page)?.1 {
+            PdfPage::Jpeg(jpeg) => Ok(app.ocr.images.decode_gray(&jpeg)?),
+            PdfPage::Rendered(image) => Ok(image),
+            PdfPage::Text(_) => Err(PdfError::Unreadable("the reader returned text for an image".into()).into()),
+        },
     }
 }
 

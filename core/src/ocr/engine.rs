@@ -83,9 +83,22 @@ pub enum EngineError {
     Failed(String),
 }
 
+/// How the text of a zone is laid out, which decides how the engine segments it: a whole page
+/// is analysed for columns and orientation, which on a small cut finds noise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Segmentation {
+    /// One line of text (an amount, a date, a number).
+    Line,
+    /// One block of several lines (an address).
+    Block,
+}
+
 /// Reads text. Implementations keep initialised engines and are shared by every request thread.
 pub trait OcrEngine: Send + Sync {
     fn recognize(&self, image: &GrayImage, lang: Language) -> Result<String, EngineError>;
+
+    /// Reads a zone cut out of a page, segmented as `layout` says.
+    fn recognize_zone(&self, image: &GrayImage, lang: Language, layout: Segmentation) -> Result<String, EngineError>;
 
     /// Whether the engine can start (for `ruok`): initialises one if none is.
     fn ready(&self) -> Result<(), EngineError>;

@@ -5,6 +5,7 @@
 
 pub mod accounts;
 pub mod blobs;
+pub mod cuts;
 pub mod deskew;
 pub mod documents;
 pub mod engine;
@@ -12,9 +13,13 @@ pub mod images;
 pub mod intake;
 pub mod maintenance;
 pub mod pdf;
+pub mod software;
 pub mod status;
+pub mod suppliers;
 pub mod templates;
+pub mod usage;
 pub mod wrap;
+pub mod zones;
 
 use std::sync::Arc;
 
@@ -34,10 +39,13 @@ pub struct OcrLimits {
     pub max_document_bytes: usize,
     /// Pages of one PDF read at most; a longer document is refused rather than half-read.
     pub max_pages: u32,
+    /// The `default` plan's pages per user and month (`COURRIER_OCR_PAGES_PER_MONTH`); 0 is no
+    /// limit.
+    pub pages_per_month: u32,
 }
 
 impl Default for OcrLimits {
     fn default() -> Self {
-        Self { max_document_bytes: 20 * 1024 * 1024, max_pages: 50 }
+        Self { max_document_bytes: 20 * 1024 * 1024, max_pages: 50, pages_per_month: 0 }
     }
 }

@@ -299,8 +299,62 @@ pub trait OcrRepo {
     fn set_ocr_maintenance(&mut self, state: crate::ocr::maintenance::Maintenance) -> Result<(), StoreError>;
 }
 
+/// Invoices (issue 7): the supplier directory, zones learned per supplier, usage and plans,
+/// client software records.
+pub trait InvoiceRepo {
+    fn supplier_by_id(
+        &mut self,
+        id: crate::ocr::suppliers::SupplierId,
+    ) -> Result<Option<crate::ocr::suppliers::Supplier>, StoreError>;
+    fn supplier_by_vat(
+        &mut self,
+        vat: &crate::ocr::suppliers::VatNumber,
+    ) -> Result<Option<crate::ocr::suppliers::Supplier>, StoreError>;
+    /// By folded name; the most recently updated when several share it.
+    fn supplier_by_name(&mut self, name_key: &str) -> Result<Option<crate::ocr::suppliers::Supplier>, StoreError>;
+    fn insert_supplier(
+        &mut self,
+        supplier: &crate::ocr::suppliers::Supplier,
+    ) -> Result<crate::ocr::suppliers::SupplierId, StoreError>;
+    fn update_supplier(&mut self, supplier: &crate::ocr::suppliers::Supplier) -> Result<(), StoreError>;
+    /// Adds one confirmation of a zone: a new zone, or the known one moved to this rect with its
+    /// count increased.
+    fn confirm_supplier_zone(
+        &mut self,
+        supplier: crate::ocr::suppliers::SupplierId,
+        zone: &crate::ocr::cuts::LearnedZone,
+    ) -> Result<(), StoreError>;
+    /// Most confirmed first, then by name.
+    fn supplier_zones(
+        &mut self,
+        supplier: crate::ocr::suppliers::SupplierId,
+    ) -> Result<Vec<crate::ocr::cuts::LearnedZone>, StoreError>;
+    fn add_ocr_usage(
+        &mut self,
+        user: UserId,
+        month: &str,
+        delta: &crate::ocr::usage::MonthUsage,
+    ) -> Result<(), StoreError>;
+    /// Newest month first.
+    fn ocr_usage_of(&mut self, user: UserId) -> Result<Vec<crate::ocr::usage::MonthUsage>, StoreError>;
+    fn ocr_plan(&mut self, user: UserId) -> Result<Option<u32>, StoreError>;
+    fn set_ocr_plan(&mut self, user: UserId, pages_per_month: Option<u32>) -> Result<(), StoreError>;
+    /// By id.
+    fn software_list(&mut self) -> Result<Vec<crate::ocr::software::Software>, StoreError>;
+    fn software(
+        &mut self,
+        id: &crate::ocr::software::SoftwareId,
+    ) -> Result<Option<crate::ocr::software::Software>, StoreError>;
+    fn insert_software(&mut self, record: &crate::ocr::software::Software) -> Result<(), StoreError>;
+    fn update_software(&mut self, record: &crate::ocr::software::Software) -> Result<(), StoreError>;
+    /// Whether a record was deleted.
+    fn delete_software(&mut self, id: &crate::ocr::software::SoftwareId) -> Result<bool, StoreError>;
+}
+
 /// One transaction. Dropped without [`Tx::commit`], it rolls back.
-pub trait Tx: AuditRepo + OutboxRepo + AccessRepo + MailingRepo + IdempotencyRepo + SendRepo + OcrRepo {
+pub trait Tx:
+    AuditRepo + OutboxRepo + AccessRepo + MailingRepo + IdempotencyRepo + SendRepo + OcrRepo + InvoiceRepo
+{
     fn commit(self: Box<Self>) -> Result<(), StoreError>;
 }
 

@@ -1,8 +1,8 @@
 //! `ping`, `profile`, `login`, `logout`, `register` and `ruok`.
 
-use super::gate;
-use super::input::{self, Limits};
+use super::input;
 use super::reply::{OcrError, ok};
+use super::{JSON_LIMITS, gate};
 use crate::AppState;
 use crate::auth::{Auth, Ctx};
 use crate::blocking::run_blocking;
@@ -17,8 +17,6 @@ use courrier_core::ocr::engine::Language;
 use courrier_core::ocr::status::{self, Component};
 use http::{Method, header};
 use serde_json::{Value, json};
-
-const JSON_LIMITS: Limits = Limits { body: crate::routes::JSON_BODY_LIMIT, file: 0 };
 
 /// The contract's profile object of the key's user.
 fn profile(user: &User) -> Value {

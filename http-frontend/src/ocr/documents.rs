@@ -128,7 +128,7 @@ pub async fn get_ocrs(State(state): State<AppState>, Auth(p): Auth, req: Request
     if let Some(page) = gate(&state, &Method::GET).await? {
         return Ok(page);
     }
-    let input = input::read(req, &state, Limits { body: crate::routes::JSON_BODY_LIMIT, file: 0 }).await?;
+    let input = input::read(req, &state, super::JSON_LIMITS).await?;
     let ocr_id = input.require("ocrID")?.to_owned();
     let page = match input.text("page") {
         None => 1,

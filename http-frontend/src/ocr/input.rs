@@ -33,6 +33,12 @@ impl Input {
         self.text(name).ok_or_else(|| ApiError::new(Code::ValidationFailed, format!("the field {name} is required")))
     }
 
+    /// A field as if the client had sent it.
+    #[cfg(test)]
+    pub fn push_field(&mut self, name: &str, value: &str) {
+        self.fields.push((name.to_owned(), value.to_owned()));
+    }
+
     fn push_json_object(&mut self, object: serde_json::Map<String, Value>) {
         for (k, v) in object {
             let text = match v {

@@ -4,9 +4,13 @@
 //! download, error bodies).
 
 mod account;
+mod cuts;
+mod directory;
 mod documents;
 pub mod input;
 pub mod reply;
+mod software;
+mod usage;
 
 use crate::AppState;
 use crate::blocking::run_blocking;
@@ -25,6 +29,9 @@ use serde_json::{Value, json};
 /// with 413; this outer bound only stops bodies no upload could need.
 pub const UPLOAD_BODY_LIMIT: usize = 64 * 1024 * 1024;
 
+/// The bounds of a request that carries fields but no file.
+pub(crate) const JSON_LIMITS: input::Limits = input::Limits { body: JSON_BODY_LIMIT, file: 0 };
+
 /// While maintenance is on: GETs get the contract's page, POSTs a processing object with
 /// `errors`. `Ok(None)` when the service is open.
 pub(crate) async fn gate(state: &AppState, method: &Method) -> Result<Option<Response>, OcrError> {
@@ -38,6 +45,7 @@ pub(crate) async fn gate(state: &AppState, method: &Method) -> Result<Option<Res
 }
 
 const DOCS: &str = "OCR Documents";
+const CUTS: &str = "OCR \"Cuts\"";
 const LOGIN: &str = "Login/Logout management";
 const ENDPOINTS: &str = "Endpoints";
 
@@ -82,6 +90,15 @@ const GET_OCRS_QUERY: &[QueryParam] = &[
     },
 ];
 
+const TEXT_ID: &[Param] = &[Param {
+    name: "id",
+    kind: ParamKind::Text,
+    description: "the directory's numeric id, or a VAT number (FR40303265045)",
+}];
+const SOFTWARE_ID: &[Param] =
+    &[Param { name: "id", kind: ParamKind::Text, description: "the record's id: letters, digits, '.', '_', '-'" }];
+const EMAIL: &[Param] = &[Param { name: "email", kind: ParamKind::Text, description: "the account's address" }];
+
 const RUOK_ID: &[Param] =
     &[Param { name: "id", kind: ParamKind::Id, description: "1 database, 2 OCR engine, 3 document store" }];
 
@@ -114,7 +131,175 @@ pub static ROUTES: &[Route] = &[
     ocr_route!(GET "/api/ruok/{id}", "ruokComponent", "Whether one component answers", ENDPOINTS,
         Access::Authenticated, params: RUOK_ID, query: &[], request: None, success: RUOK,
         limit: JSON_BODY_LIMIT, errors: &[404, 503], |m| on(m, account::ruok_one)),
+    ocr_route!(POST "/api/ocrcuts", "postOcrCuts", "Read zones of a document's page, or confirm zones for its supplier", CUTS,
+        Access::Authenticated, params: &[], query: &[], request: Some(CUT_REQUEST), success: PROCESSING,
+        limit: JSON_BODY_LIMIT, errors: &[404, 422, 429, 503], |m| on(m, cuts::post_cuts)),
+    ocr_route!(POST "/api/ocrcutszones", "postOcrCutsZones", "The zones learned for a supplier, most confirmed first", CUTS,
+        Access::Authenticated, params: &[], query: &[], request: Some(ZONES_REQUEST), success: ZONES,
+        limit: JSON_BODY_LIMIT, errors: &[422, 503], |m| on(m, cuts::post_zones)),
+    ocr_route!(GET "/api/companyinfo/{id}", "getCompanyInfo", "A supplier of the directory, by id or VAT number", ENDPOINTS,
+        Access::Authenticated, params: TEXT_ID, query: &[], request: None, success: COMPANY,
+        limit: JSON_BODY_LIMIT, errors: &[404, 503], |m| on(m, directory::company_info)),
+    ocr_route!(GET "/api/subscriptions", "getSubscriptions", "The caller's plan and this month's usage", ENDPOINTS,
+        Access::Authenticated, params: &[], query: &[], request: None, success: SUBSCRIPTION,
+        limit: JSON_BODY_LIMIT, errors: &[503], |m| on(m, usage::subscription)),
+    ocr_route!(GET "/api/subscriptions/stats/{email}", "getSubscriptionStats", "Usage by month of an account (one's own; any for a site admin)", ENDPOINTS,
+        Access::Authenticated, params: EMAIL, query: &[], request: None, success: STATS,
+        limit: JSON_BODY_LIMIT, errors: &[404, 503], |m| on(m, usage::stats)),
+    ocr_route!(POST "/api/subscriptions/stats/{email}", "postSubscriptionStats", "Usage by month of an account, optionally of one month", ENDPOINTS,
+        Access::Authenticated, params: EMAIL, query: &[], request: Some(STATS_REQUEST), success: STATS,
+        limit: JSON_BODY_LIMIT, errors: &[404, 422, 503], |m| on(m, usage::stats)),
+    ocr_route!(GET "/api/softwareInfos", "listSoftwareInfos", "Records of client software", ENDPOINTS,
+        Access::Authenticated, params: &[], query: &[], request: None, success: SOFTWARE_LIST,
+        limit: JSON_BODY_LIMIT, errors: &[503], |m| on(m, software::list)),
+    ocr_route!(POST "/api/softwareInfos", "createSoftwareInfo", "Record a client software (a site admin's manage key)", ENDPOINTS,
+        Access::Authenticated, params: &[], query: &[], request: Some(SOFTWARE_CREATE), success: SOFTWARE,
+        limit: JSON_BODY_LIMIT, errors: &[403, 409, 422, 503], |m| on(m, software::create)),
+    ocr_route!(GET "/api/softwareInfos/{id}", "getSoftwareInfo", "One client software record", ENDPOINTS,
+        Access::Authenticated, params: SOFTWARE_ID, query: &[], request: None, success: SOFTWARE,
+        limit: JSON_BODY_LIMIT, errors: &[404, 503], |m| on(m, software::get)),
+    ocr_route!(PUT "/api/softwareInfos/{id}", "replaceSoftwareInfo", "Replace a client software record (a site admin's manage key)", ENDPOINTS,
+        Access::Authenticated, params: SOFTWARE_ID, query: &[], request: Some(SOFTWARE_FIELDS), success: SOFTWARE,
+        limit: JSON_BODY_LIMIT, errors: &[403, 404, 422, 503], |m| on(m, software::replace)),
+    ocr_route!(DELETE "/api/softwareInfos/{id}", "deleteSoftwareInfo", "Delete a client software record (a site admin's manage key)", ENDPOINTS,
+        Access::Authenticated, params: SOFTWARE_ID, query: &[], request: None, success: LOGGED_OUT,
+        limit: JSON_BODY_LIMIT, errors: &[403, 404, 503], |m| on(m, software::delete)),
 ];
+
+/// One line of text without control characters (what the checks in core refuse).
+const ONE_LINE: &str = "^[^\\u0000-\\u001f\\u007f-\\u009f]*$";
+/// The same, holding at least one visible character.
+const ONE_LINE_SET: &str = "^[^\\u0000-\\u001f\\u007f-\\u009f]*\\S[^\\u0000-\\u001f\\u007f-\\u009f]*$";
+
+pub const CUT_REQUEST: Schema = Schema(|| {
+    let object = |d: &str| json!({ "anyOf": [{ "type": "string" }, { "type": "object" }], "description": d });
+    json!({
+        "type": "object",
+        "required": ["ocrID", "ratio", "lang"],
+        "properties": {
+            "ocrID": { "type": "string", "minLength": 1 },
+            "ratio": { "type": "string", "pattern": "^\\s*[0-9]+([.,][0-9]+)?\\s*$", "description": "the zoom at which the page was shown" },
+            "rect": { "type": "string", "description": "x:y:w:h in displayed pixels; several joined by ; for multicut" },
+            "lang": { "type": "string", "enum": ["fr", "de", "it", "en", "fra", "deu", "ita", "eng"] },
+            "action": { "type": "string", "enum": ["", "default", "rect", "multicut", "confirmvalues"] },
+            "page": { "type": "string", "pattern": "^[1-9][0-9]{0,8}$" },
+            "jsonRect": object("named zones {\"totalttcRect\": \"x:y:w:h\"}, as an object or its JSON text"),
+            "jsonConfirmValues": object("{name: confirmed value}, as an object or its JSON text"),
+            "values": object("{field: {value, rect, ratio}}, as an object or its JSON text")
+        }
+    })
+});
+
+pub const ZONES_REQUEST: Schema = Schema(|| {
+    let text = json!({ "type": "string", "maxLength": 200, "pattern": ONE_LINE_SET });
+    json!({
+        "type": "object",
+        "anyOf": [{ "required": ["name"] }, { "required": ["vatNumber"] }, { "required": ["vat"] }],
+        "properties": {
+            "name": text, "vatNumber": text, "vat": text,
+            "objectType": { "type": "string", "enum": ["invoices"] }
+        }
+    })
+});
+
+pub const ZONES: Schema = Schema(|| {
+    json!({
+        "type": "object",
+        "required": ["success", "message", "errors", "result"],
+        "properties": { "success": STR(), "message": STR(), "errors": STR(), "result": { "type": "object" } }
+    })
+});
+
+pub const COMPANY: Schema = Schema(|| {
+    json!({
+        "type": "object",
+        "required": ["siret", "siren", "name", "adresse", "cp", "ville", "pays", "codePays", "numeroTvaIntra", "source", "error"],
+        "properties": {
+            "id": { "type": "integer" }, "siret": STR(), "siren": STR(), "name": STR(), "adresse": STR(), "cp": STR(),
+            "ville": STR(), "pays": STR(), "codePays": STR(), "numeroTvaIntra": STR(), "source": STR(), "error": STR()
+        }
+    })
+});
+
+fn month_usage() -> Value {
+    let n = || json!({ "type": "integer", "minimum": 0 });
+    json!({
+        "type": "object",
+        "required": ["month", "documents", "pages", "cuts"],
+        "properties": { "month": STR(), "documents": n(), "pages": n(), "cuts": n() }
+    })
+}
+
+pub const SUBSCRIPTION: Schema = Schema(|| {
+    json!({
+        "type": "object",
+        "required": ["plan", "pages_per_month", "period_start", "period_end", "usage"],
+        "properties": {
+            "plan": { "type": "string", "enum": ["default", "custom"] },
+            "pages_per_month": { "type": "integer", "minimum": 0, "description": "0: no limit" },
+            "period_start": { "type": "string", "format": "date" },
+            "period_end": { "type": "string", "format": "date" },
+            "usage": month_usage()
+        }
+    })
+});
+
+pub const STATS: Schema = Schema(|| {
+    json!({
+        "type": "object",
+        "required": ["email", "plan", "pages_per_month", "months"],
+        "properties": {
+            "email": STR(), "plan": STR(), "pages_per_month": { "type": "integer" },
+            "months": { "type": "array", "items": month_usage() }
+        }
+    })
+});
+
+pub const STATS_REQUEST: Schema = Schema(
+    || json!({ "type": "object", "properties": { "month": { "type": "string", "pattern": "^[0-9]{4}-[0-9]{2}$" } } }),
+);
+
+fn software_record() -> Value {
+    json!({
+        "type": "object",
+        "required": ["id", "name", "latest_version", "min_version", "download_url", "notes", "created_at", "updated_at"],
+        "properties": {
+            "id": STR(), "name": STR(), "latest_version": STR(), "min_version": STR(), "download_url": STR(),
+            "notes": STR(),
+            "created_at": { "type": "string", "format": "date-time" },
+            "updated_at": { "type": "string", "format": "date-time" }
+        }
+    })
+}
+
+pub const SOFTWARE: Schema = Schema(software_record);
+
+pub const SOFTWARE_LIST: Schema = Schema(
+    || json!({ "type": "object", "required": ["data"], "properties": { "data": { "type": "array", "items": software_record() } } }),
+);
+
+fn software_fields() -> serde_json::Map<String, Value> {
+    let line = |max: u32| json!({ "type": "string", "maxLength": max, "pattern": ONE_LINE });
+    let mut m = serde_json::Map::new();
+    m.insert("name".into(), json!({ "type": "string", "minLength": 1, "maxLength": 200, "pattern": ONE_LINE_SET }));
+    m.insert("latest_version".into(), line(50));
+    m.insert("min_version".into(), line(50));
+    m.insert(
+        "download_url".into(),
+        json!({ "type": "string", "maxLength": 2000, "pattern": "^(https?://[^/\\s][^\\s]*)?$" }),
+    );
+    m.insert("notes".into(), json!({ "type": "string", "maxLength": 10000, "pattern": "^[^\\u0000-\\u0008\\u000b\\u000c\\u000e-\\u001f\\u007f-\\u009f]*$" }));
+    m
+}
+
+pub const SOFTWARE_FIELDS: Schema =
+    Schema(|| json!({ "type": "object", "required": ["name"], "properties": software_fields() }));
+
+pub const SOFTWARE_CREATE: Schema = Schema(|| {
+    let mut props = software_fields();
+    props.insert("id".into(), json!({ "type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$" }));
+    json!({ "type": "object", "required": ["id", "name"], "properties": props })
+});
 
 const STR: fn() -> Value = || json!({ "type": "string" });
 

@@ -6,6 +6,7 @@
 mod access;
 mod audit;
 mod idempotency;
+mod invoices;
 mod mailing;
 mod migrations;
 mod ocr;
