@@ -19,6 +19,9 @@ pub struct Config {
     pub mail_from: EmailAddress,
     /// The first retry of a deferred copy waits this long (`COURRIER_RETRY_BASE_SECS`, default 30).
     pub retry_base_secs: i64,
+    /// How long a claimed copy stays a worker's before it returns to the queue
+    /// (`COURRIER_DELIVERY_LEASE_SECS`, default 300): what a crashed worker's copies wait.
+    pub delivery_lease_secs: i64,
     /// Delivery worker threads (`COURRIER_DELIVERY_WORKERS`, default 2; 0 leaves delivery to
     /// `courrier worker` processes).
     pub delivery_workers: usize,
@@ -87,6 +90,7 @@ impl Config {
             }),
         };
         let retry_base_secs = number("COURRIER_RETRY_BASE_SECS", 30, 1..=86_400)?;
+        let delivery_lease_secs = number("COURRIER_DELIVERY_LEASE_SECS", 300, 2..=86_400)?;
         let delivery_workers = number("COURRIER_DELIVERY_WORKERS", 2, 0..=64)? as usize;
         let ocr_workers = match get("COURRIER_OCR_WORKERS") {
             None => std::thread::available_parallelism().map_or(1, usize::from),
@@ -104,6 +108,7 @@ impl Config {
         Ok(Self {
             ocr_pages_per_month,
             retry_base_secs,
+            delivery_lease_secs,
             delivery_workers,
             ocr_sandbox_bin: get("COURRIER_OCR_SANDBOX_BIN").map(PathBuf::from),
             ocr_workers,

@@ -203,5 +203,9 @@ pub fn spawn(bound: Bound) -> Running {
 
 /// The delivery settings of the configuration.
 pub fn delivery_config(config: &Config) -> DeliveryConfig {
-    DeliveryConfig { retry_base_secs: config.retry_base_secs, ..DeliveryConfig::default() }
+    DeliveryConfig {
+        retry_base_secs: config.retry_base_secs,
+        lease_secs: config.delivery_lease_secs,
+        ..DeliveryConfig::default()
+    }
 }

@@ -235,7 +235,11 @@ pub struct ProcessApp {
 
 impl ProcessApp {
     pub fn spawn(env: &[(&str, &str)]) -> Self {
-        let dir = tempfile::tempdir().unwrap();
+        Self::spawn_in(tempfile::tempdir().unwrap(), env)
+    }
+
+    /// The server on an existing data directory (prepared by the CLI, or left by a crash).
+    pub fn spawn_in(dir: tempfile::TempDir, env: &[(&str, &str)]) -> Self {
         let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         let mut cmd = Command::new(courrier_bin());
         cmd.arg("--data-dir").arg(dir.path()).arg("serve").env("COURRIER_LISTEN", addr.to_string());
@@ -250,6 +254,14 @@ impl ProcessApp {
             std::thread::sleep(Duration::from_millis(50));
         }
         app
+    }
+
+    /// SIGKILL, as a crash would stop it: no shutdown, leases left held. The data directory is
+    /// handed back for a restart.
+    pub fn crash(mut self) -> tempfile::TempDir {
+        self.child.kill().unwrap();
+        let _ = self.child.wait();
+        std::mem::replace(&mut self.dir, tempfile::tempdir().unwrap())
     }
 
     pub fn signal(&self, name: &str) {

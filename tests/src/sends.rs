@@ -289,3 +289,132 @@ fn digest_members_get_one_digest_of_the_posts_and_regular_members_the_posts() {
     let next = courrier_core::mailing::digests::run(&app.core, None, true).unwrap();
     assert_eq!(next[0].posts, 1, "only what the last digest did not cover");
 }
+
+/// The harness's CLI against a data directory, asserting success; stdout back.
+fn cli_in(dir: &std::path::Path, args: &[&str]) -> String {
+    let dir = dir.display().to_string();
+    let mut all = vec!["--data-dir", dir.as_str()];
+    all.extend_from_slice(args);
+    let (status, out, err) = courrier_tests::harness::run_cli(&all, &[]);
+    assert!(status.success(), "courrier {args:?}: {out}{err}");
+    out
+}
+
+#[test]
+fn a_server_killed_mid_delivery_loses_no_copy_and_completes_the_send_once() {
+    const MEMBERS: usize = 5_000;
+    let sink = SmtpSink::start();
+    let dir = tempfile::tempdir().unwrap();
+    cli_in(dir.path(), &["user", "create", "--email", "admin@example.org", "--site-admin"]);
+    let key = cli_in(
+        dir.path(),
+        &[
+            "create-api-key",
+            "--email",
+            "admin@example.org",
+            "--scope",
+            "user",
+            "--perms",
+            "read,members:write,send,manage",
+            "--name",
+            "crash",
+            "--rate-limit-per-min",
+            "100000",
+        ],
+    )
+    .trim()
+    .to_owned();
+    cli_in(dir.path(), &["domain", "create", "example.org"]);
+    cli_in(
+        dir.path(),
+        &[
+            "list",
+            "create",
+            "--domain",
+            "example.org",
+            "--list",
+            "news",
+            "--display-name",
+            "News",
+            "--owner",
+            "admin@example.org",
+        ],
+    );
+    let csv: String = (0..MEMBERS).map(|i| format!("m{i}@example.net\n")).collect();
+    let file = dir.path().join("members.csv");
+    std::fs::write(&file, format!("email\n{csv}")).unwrap();
+    cli_in(
+        dir.path(),
+        &[
+            "members",
+            "import",
+            "--domain",
+            "example.org",
+            "--list",
+            "news",
+            "--consent-evidence",
+            "crash test",
+            &file.display().to_string(),
+        ],
+    );
+
+    let url = sink.url();
+    // A short lease, so the dead server's claimed copies return within the test.
+    let env = [
+        ("COURRIER_SMTP_URL", url.as_str()),
+        ("COURRIER_PUBLIC_URL", "https://lists.example.org"),
+        ("COURRIER_DELIVERY_LEASE_SECS", "3"),
+        ("COURRIER_LOG", "warn"),
+    ];
+    let auth = format!("Bearer {key}");
+    let headers = [("authorization", auth.as_str()), ("content-type", "application/json")];
+    let app = courrier_tests::harness::ProcessApp::spawn_in(dir, &env);
+    let body = json!({ "subject": "Crash", "text": "Hello all" }).to_string();
+    let resp = app.client.request("POST", &format!("{NEWS}/sends"), &headers, Some(body.as_bytes()));
+    assert_eq!(resp.status, 202, "{}", resp.body);
+    let send_id = resp.json()["data"]["send_id"].as_i64().unwrap();
+
+    // Killed while it delivers: some copies out, most still queued or leased.
+    sink.wait_for(300, Duration::from_secs(120));
+    let dir = app.crash();
+    let before = sink.messages().len();
+    assert!(before < MEMBERS, "the crash came after the whole send ({before} delivered): nothing was tested");
+
+    let app = courrier_tests::harness::ProcessApp::spawn_in(dir, &env);
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let send = loop {
+        let r = app.client.request("GET", &format!("{NEWS}/sends/{send_id}"), &headers[..1], None);
+        let s = r.json()["data"].clone();
+        if s["state"] == "completed" {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "the send did not complete after the restart: {s}");
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    assert_eq!(send["counts"]["sent"].as_u64(), Some(MEMBERS as u64), "{send}");
+
+    // Every member got the post at least once (a copy sent just before the kill may go twice).
+    let mut seen = std::collections::HashSet::new();
+    for m in sink.messages() {
+        if let Some(rcpt) = header(&m, "X-RcptTo") {
+            seen.insert(rcpt.trim().to_owned());
+        }
+    }
+    for i in 0..MEMBERS {
+        assert!(seen.contains(&format!("m{i}@example.net")), "m{i} never got the post");
+    }
+    let delivered = sink.messages().len();
+    println!("{before} delivered before the kill, {delivered} in all for {MEMBERS} members");
+    // Exactly one send.completed in the outbox, read from the database the two servers shared.
+    let dir = app.crash();
+    let store = courrier_core::adapters::sqlite::SqliteStore::open(&dir.path().join("courrier.db"), 0).unwrap();
+    let mut completed = 0;
+    let mut after = None;
+    loop {
+        let page = courrier_core::storage::in_read(&store, |tx| tx.events_after(after, 1_000)).unwrap();
+        let Some(last) = page.last() else { break };
+        after = Some(last.id);
+        completed += page.iter().filter(|e| e.name == EventName::SendCompleted).count();
+    }
+    assert_eq!(completed, 1, "send.completed recorded exactly once");
+}
