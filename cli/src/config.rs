@@ -22,6 +22,8 @@ pub struct Config {
     /// How long a claimed copy stays a worker's before it returns to the queue
     /// (`COURRIER_DELIVERY_LEASE_SECS`, default 300): what a crashed worker's copies wait.
     pub delivery_lease_secs: i64,
+    /// Batches delivered at once to one destination domain (`COURRIER_DOMAIN_CONCURRENCY`, 20).
+    pub domain_concurrency: u32,
     /// Delivery worker threads (`COURRIER_DELIVERY_WORKERS`, default 2; 0 leaves delivery to
     /// `courrier worker` processes).
     pub delivery_workers: usize,
@@ -91,6 +93,7 @@ impl Config {
         };
         let retry_base_secs = number("COURRIER_RETRY_BASE_SECS", 30, 1..=86_400)?;
         let delivery_lease_secs = number("COURRIER_DELIVERY_LEASE_SECS", 300, 2..=86_400)?;
+        let domain_concurrency = number("COURRIER_DOMAIN_CONCURRENCY", 20, 1..=1_000)? as u32;
         let delivery_workers = number("COURRIER_DELIVERY_WORKERS", 2, 0..=64)? as usize;
         let ocr_workers = match get("COURRIER_OCR_WORKERS") {
             None => std::thread::available_parallelism().map_or(1, usize::from),
@@ -109,6 +112,7 @@ impl Config {
             ocr_pages_per_month,
             retry_base_secs,
             delivery_lease_secs,
+            domain_concurrency,
             delivery_workers,
             ocr_sandbox_bin: get("COURRIER_OCR_SANDBOX_BIN").map(PathBuf::from),
             ocr_workers,

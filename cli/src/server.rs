@@ -206,6 +206,7 @@ pub fn delivery_config(config: &Config) -> DeliveryConfig {
     DeliveryConfig {
         retry_base_secs: config.retry_base_secs,
         lease_secs: config.delivery_lease_secs,
+        domain_concurrency: config.domain_concurrency,
         ..DeliveryConfig::default()
     }
 }

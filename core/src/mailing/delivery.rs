@@ -28,11 +28,15 @@ pub struct DeliveryConfig {
     pub retry_base_secs: i64,
     /// After this many attempts a temporary failure is final.
     pub max_attempts: u32,
+    /// Batches delivered at once to one destination domain, across every worker and process
+    /// (Postfix's `default_destination_concurrency_limit` is 20): a big list mostly at one
+    /// provider does not open more sessions towards it than this.
+    pub domain_concurrency: u32,
 }
 
 impl Default for DeliveryConfig {
     fn default() -> Self {
-        Self { batch: 100, lease_secs: 300, retry_base_secs: 30, max_attempts: 10 }
+        Self { batch: 100, lease_secs: 300, retry_base_secs: 30, max_attempts: 10, domain_concurrency: 20 }
     }
 }
 
@@ -58,7 +62,7 @@ pub fn run_once(app: &Courrier, cfg: &DeliveryConfig) -> Result<Round, MailingEr
     let mut round = Round::default();
     let claimed = in_write(&*app.store, |tx| {
         round.requeued = tx.requeue_expired(now)?;
-        let copies = tx.claim_copies(now, now.plus_secs(cfg.lease_secs), cfg.batch)?;
+        let copies = tx.claim_copies(now, now.plus_secs(cfg.lease_secs), cfg.batch, cfg.domain_concurrency)?;
         let mut sends: HashMap<i64, SendRecord> = HashMap::new();
         let mut lists: HashMap<i64, MailingList> = HashMap::new();
         let mut prepared = Vec::with_capacity(copies.len());
@@ -346,7 +350,7 @@ mod tests {
         let cfg = DeliveryConfig::default();
         let now = w.clock.now();
         // A worker claims everything, then dies before sending.
-        let dead = in_write(&*w.app.store, |tx| tx.claim_copies(now, now.plus_secs(cfg.lease_secs), 100)).unwrap();
+        let dead = in_write(&*w.app.store, |tx| tx.claim_copies(now, now.plus_secs(cfg.lease_secs), 100, 20)).unwrap();
         assert_eq!(dead.len(), 3);
         assert_eq!(run_once(&w.app, &cfg).unwrap().claimed, 0, "leased copies are not claimed twice");
         w.clock.advance_secs(cfg.lease_secs + 1);
@@ -361,6 +365,35 @@ mod tests {
         assert_eq!(events(&w.app, EventName::SendCompleted), 1);
         assert_eq!(settle(&w.app).unwrap(), 0, "the aggregate is recorded once");
         assert_eq!(events(&w.app, EventName::SendCompleted), 1);
+    }
+
+    #[test]
+    fn a_destination_domain_gets_at_most_its_concurrency_in_batches_at_once() {
+        let (w, _) = world(5);
+        let lease = |tx: &mut dyn crate::storage::Tx, at: Timestamp, per_domain| {
+            tx.claim_copies(at, at.plus_secs(300), 2, per_domain)
+        };
+        let t0 = w.clock.now();
+        let first = in_write(&*w.app.store, |tx| lease(tx, t0, 1)).unwrap();
+        assert_eq!(first.len(), 2);
+        w.clock.advance_secs(1);
+        let t1 = w.clock.now();
+        // example.net has one batch in flight: with a limit of 1 nothing more goes there.
+        assert_eq!(in_write(&*w.app.store, |tx| lease(tx, t1, 1)).unwrap().len(), 0);
+        // A limit of 2 lets a second batch go.
+        assert_eq!(in_write(&*w.app.store, |tx| lease(tx, t1, 2)).unwrap().len(), 2);
+        w.clock.advance_secs(1);
+        let t2 = w.clock.now();
+        assert_eq!(in_write(&*w.app.store, |tx| lease(tx, t2, 2)).unwrap().len(), 0);
+        // The first batch finishes: room for one more.
+        in_write(&*w.app.store, |tx| {
+            for c in &first {
+                tx.finish_copy(c.id, CopyState::Sent, None, None, t2)?;
+            }
+            Ok::<_, crate::storage::StoreError>(())
+        })
+        .unwrap();
+        assert_eq!(in_write(&*w.app.store, |tx| lease(tx, t2, 2)).unwrap().len(), 1);
     }
 
     #[test]

@@ -254,8 +254,15 @@ pub trait SendRepo {
     fn copy_counts(&mut self, send: SendId) -> Result<CopyCounts, StoreError>;
     /// Cancels the copies still waiting (queued or deferred); how many.
     fn cancel_waiting(&mut self, send: SendId, now: Timestamp) -> Result<u64, StoreError>;
-    /// Leases up to `limit` due copies of lists not suspended until `lease_until`.
-    fn claim_copies(&mut self, now: Timestamp, lease_until: Timestamp, limit: u32) -> Result<Vec<Copy>, StoreError>;
+    /// Leases up to `limit` due copies of lists not suspended until `lease_until`, skipping the
+    /// destination domains that already have `per_domain` batches in flight.
+    fn claim_copies(
+        &mut self,
+        now: Timestamp,
+        lease_until: Timestamp,
+        limit: u32,
+        per_domain: u32,
+    ) -> Result<Vec<Copy>, StoreError>;
     /// Copies whose lease ran out go back to the queue; how many.
     fn requeue_expired(&mut self, now: Timestamp) -> Result<u64, StoreError>;
     /// Records a leased copy's outcome; `false` when the copy was not leased any more (its lease

@@ -158,8 +158,16 @@ impl SendRepo for SqliteTx {
         Ok(n as u64)
     }
 
-    fn claim_copies(&mut self, now: Timestamp, lease_until: Timestamp, limit: u32) -> Result<Vec<Copy>, StoreError> {
+    fn claim_copies(
+        &mut self,
+        now: Timestamp,
+        lease_until: Timestamp,
+        limit: u32,
+        per_domain: u32,
+    ) -> Result<Vec<Copy>, StoreError> {
         // One statement: the rows picked are the rows leased, whatever another worker does.
+        // A batch in flight is told by its lease's end, which one claim sets for all its copies:
+        // a destination domain with `per_domain` of them leased waits for one to finish.
         let rows: Vec<(i64, i64, i64, i64, String, i64)> = self
             .conn()
             .prepare_cached(
@@ -167,14 +175,17 @@ impl SendRepo for SqliteTx {
                  WHERE id IN (
                      SELECT c.id FROM copies c JOIN lists l ON l.id = c.list_id
                      WHERE c.state IN ('queued', 'deferred') AND c.next_attempt_at <= ?1 AND l.send_suspended = 0
+                       AND c.dest_domain NOT IN (
+                           SELECT dest_domain FROM copies WHERE state = 'sending' AND lease_until >= ?1
+                           GROUP BY dest_domain HAVING COUNT(DISTINCT lease_until) >= ?4)
                      ORDER BY c.next_attempt_at, c.id LIMIT ?3)
                  RETURNING id, send_id, list_id, member_id, recipient, attempts",
             )
             .and_then(|mut st| {
-                st.query_map(params![now.unix_micros(), lease_until.unix_micros(), i64::from(limit)], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
-                })?
-                .collect()
+                let args =
+                    params![now.unix_micros(), lease_until.unix_micros(), i64::from(limit), i64::from(per_domain)];
+                st.query_map(args, |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)))?
+                    .collect()
             })
             .map_err(map_err)?;
         rows.into_iter()
