@@ -3,6 +3,7 @@
 
 pub mod blob_fs;
 pub mod image_codec;
+pub mod openssl_dkim;
 pub mod pdf_sandbox;
 pub mod smtp;
 pub mod sqlite;

@@ -9,6 +9,7 @@ pub mod compose;
 pub mod dashboard;
 pub mod delivery;
 pub mod digests;
+pub mod dkim;
 pub mod domains;
 pub mod export;
 pub mod idempotency;
