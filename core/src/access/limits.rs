@@ -18,6 +18,8 @@ pub struct Limiter {
     key_windows: Mutex<HashMap<i64, (i64, u32)>>,
     /// "address:<email>" or "source:<ip>" -> failure instants, oldest first
     login_failures: Mutex<HashMap<String, VecDeque<Timestamp>>>,
+    /// Sliding windows of other operations (the DNS check), by a key naming what is counted.
+    windows: Mutex<HashMap<String, VecDeque<Timestamp>>>,
 }
 
 impl Limiter {
@@ -34,6 +36,26 @@ impl Limiter {
             return Err(AccessError::RateLimited { retry_after });
         }
         entry.1 += 1;
+        Ok(())
+    }
+
+    /// Counts one use of `key`; refuses it when `allowed` uses happened in the last `window_secs`.
+    pub fn take_window(&self, key: &str, allowed: usize, window_secs: i64, now: Timestamp) -> Result<(), AccessError> {
+        let mut windows = self.windows.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Forget keys whose window has passed, so the map stays the size of the recent callers.
+        if windows.len() > 10_000 {
+            windows.retain(|_, t| t.back().is_some_and(|last| last.plus_secs(window_secs) > now));
+        }
+        let times = windows.entry(key.to_owned()).or_default();
+        while times.front().is_some_and(|t| t.plus_secs(window_secs) <= now) {
+            times.pop_front();
+        }
+        if times.len() >= allowed {
+            let oldest = times.front().copied().unwrap_or(now);
+            let retry_after = (oldest.plus_secs(window_secs).unix_secs() - now.unix_secs()).max(1);
+            return Err(AccessError::RateLimited { retry_after: u64::try_from(retry_after).unwrap_or(1) });
+        }
+        times.push_back(now);
         Ok(())
     }
 

@@ -84,6 +84,10 @@ codes! {
     DocumentHasNoImage => "document_has_no_image", Invalid;
     OcrUnavailable => "ocr_unavailable", Unavailable;
     OcrMaintenance => "ocr_maintenance", Unavailable;
+    // Webhooks and the DNS check (issue 8).
+    UrlRefused => "url_refused", Invalid;
+    EgressFailed => "egress_failed", Unavailable;
+    DnsUnavailable => "dns_unavailable", Unavailable;
 }
 
 /// Implemented by every layer's error enum: the frontends need nothing else to render it.

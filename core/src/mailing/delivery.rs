@@ -297,6 +297,8 @@ mod tests {
             key_cache: Default::default(),
             // Not used by delivery; the port needs a value (one Tesseract thread, no sandbox).
             ocr: crate::adapters::ocr_services(dir.path(), "/nonexistent/courrier".into(), 1),
+            egress: crate::egress::Egress::offline(),
+            data_key: crate::kernel::sealed::DataKey::generate().1,
         };
         let (p, ctx) = (Principal::operator(), RequestCtx::cli());
         let (d, l) = (DomainName::parse("example.org").unwrap(), ListName::parse("news").unwrap());

@@ -9,6 +9,7 @@ pub mod compose;
 pub mod dashboard;
 pub mod delivery;
 pub mod digests;
+pub mod dns_check;
 pub mod domains;
 pub mod export;
 pub mod idempotency;
@@ -19,6 +20,7 @@ pub mod model;
 pub mod sends;
 pub mod state;
 pub mod subscriptions;
+pub mod webhooks;
 
 use crate::access::AccessError;
 use crate::kernel::{Code, CoreError, NameError, PageError, SendError};
@@ -58,6 +60,8 @@ pub enum MailingError {
     Store(#[from] StoreError),
     #[error("the mail could not be sent: {0}")]
     Mail(#[from] SendError),
+    #[error(transparent)]
+    Egress(#[from] crate::egress::EgressError),
 }
 
 impl CoreError for MailingError {
@@ -78,6 +82,7 @@ impl CoreError for MailingError {
             MailingError::Page(e) => e.code(),
             MailingError::Store(e) => e.code(),
             MailingError::Mail(e) => e.code(),
+            MailingError::Egress(e) => e.code(),
         }
     }
 
