@@ -12,3 +12,4 @@ mod sends;
 mod shutdown;
 mod smtp;
 mod tidy;
+mod webhooks;
