@@ -4,6 +4,7 @@
 
 mod access;
 mod cli;
+mod dns_check;
 mod envelopes;
 mod members;
 mod ocr;
