@@ -12,6 +12,25 @@ pub const LOGIN_FAILURES_PER_ADDRESS: usize = 5;
 pub const LOGIN_FAILURES_PER_SOURCE: usize = 20;
 pub const LOGIN_WINDOW_SECS: i64 = 15 * 60;
 
+/// Drops the instants that left the sliding window; refuses (with the wait until the oldest
+/// leaves it) when `allowed` remain.
+fn refuse_when_full(
+    times: &mut VecDeque<Timestamp>,
+    allowed: usize,
+    window_secs: i64,
+    now: Timestamp,
+) -> Result<(), AccessError> {
+    while times.front().is_some_and(|t| t.plus_secs(window_secs) <= now) {
+        times.pop_front();
+    }
+    if times.len() >= allowed {
+        let oldest = times.front().copied().unwrap_or(now);
+        let retry_after = (oldest.plus_secs(window_secs).unix_secs() - now.unix_secs()).max(1);
+        return Err(AccessError::RateLimited { retry_after: u64::try_from(retry_after).unwrap_or(1) });
+    }
+    Ok(())
+}
+
 #[derive(Default)]
 pub struct Limiter {
     /// key id -> (minute number, requests in that minute)
@@ -47,14 +66,7 @@ impl Limiter {
             windows.retain(|_, t| t.back().is_some_and(|last| last.plus_secs(window_secs) > now));
         }
         let times = windows.entry(key.to_owned()).or_default();
-        while times.front().is_some_and(|t| t.plus_secs(window_secs) <= now) {
-            times.pop_front();
-        }
-        if times.len() >= allowed {
-            let oldest = times.front().copied().unwrap_or(now);
-            let retry_after = (oldest.plus_secs(window_secs).unix_secs() - now.unix_secs()).max(1);
-            return Err(AccessError::RateLimited { retry_after: u64::try_from(retry_after).unwrap_or(1) });
-        }
+        refuse_when_full(times, allowed, window_secs, now)?;
         times.push_back(now);
         Ok(())
     }
@@ -66,14 +78,7 @@ impl Limiter {
             .chain(source.map(|s| (format!("source:{s}"), LOGIN_FAILURES_PER_SOURCE)));
         for (key, allowed) in keys {
             if let Some(times) = failures.get_mut(&key) {
-                while times.front().is_some_and(|t| t.plus_secs(LOGIN_WINDOW_SECS) <= now) {
-                    times.pop_front();
-                }
-                if times.len() >= allowed {
-                    let oldest = times.front().copied().unwrap_or(now);
-                    let retry_after = (oldest.plus_secs(LOGIN_WINDOW_SECS).unix_secs() - now.unix_secs()).max(1);
-                    return Err(AccessError::RateLimited { retry_after: u64::try_from(retry_after).unwrap_or(1) });
-                }
+                refuse_when_full(times, allowed, LOGIN_WINDOW_SECS, now)?;
             }
         }
         Ok(())

@@ -19,6 +19,9 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
 /// The response's status line and headers; past it the answer is refused.
 pub const MAX_HEAD: usize = 16 * 1024;
+/// The whole head must arrive within this (a receiver trickling a byte per read time-out would
+/// otherwise hold a worker for hours).
+pub const HEAD_DEADLINE: Duration = Duration::from_secs(30);
 
 pub struct RustlsHttps {
     config: Arc<rustls::ClientConfig>,
@@ -99,9 +102,13 @@ fn describe(e: &std::io::Error) -> String {
 
 /// Reads up to the blank line that ends the head (at most [`MAX_HEAD`] bytes).
 fn read_head(r: &mut impl Read) -> Result<Vec<u8>, String> {
+    let started = std::time::Instant::now();
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 4096];
     loop {
+        if started.elapsed() > HEAD_DEADLINE {
+            return Err("the response's head did not arrive within 30 s".into());
+        }
         if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
             buf.truncate(end + 2);
             return Ok(buf);

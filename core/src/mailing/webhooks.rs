@@ -386,7 +386,21 @@ pub fn run_once(app: &Courrier, cfg: &WebhookConfig) -> Result<Round, MailingErr
         Ok::<_, MailingError>((claimed, hooks))
     })?;
     round.claimed = claimed.len() as u64;
-    for d in &claimed {
+    // Outcomes are recorded together, at most a second apart: one commit (an fsync) per delivery
+    // capped the worker at about 200 deliveries/s (BENCHMARKS.md). A crash before the record only
+    // repeats deliveries, which at-least-once allows.
+    let mut pending: Vec<Recorded> = Vec::new();
+    let mut flushed_at = now;
+    // Past half the lease, the rest of the batch goes back to the queue rather than risk a POST
+    // whose lease another worker may take over (slow receivers hold the whole batch up).
+    let stop_at = now.plus_secs(cfg.lease_secs / 2);
+    for (i, d) in claimed.iter().enumerate() {
+        if app.clock.now() >= stop_at {
+            let later: Vec<&Delivery> = claimed[i..].iter().collect();
+            release(app, &later)?;
+            round.requeued += later.len() as u64;
+            break;
+        }
         let Some(w) = hooks.get(&d.webhook_id.get()) else { continue };
         let result = post(app, w, &d.event_name, &d.event_public_id, &d.body);
         let done = app.clock.now();
@@ -394,25 +408,77 @@ pub fn run_once(app: &Courrier, cfg: &WebhookConfig) -> Result<Round, MailingErr
         if let Some(e) = &error {
             tracing::warn!(webhook = w.id.get(), delivery = %d.event_public_id, attempt = d.attempts, error = %e, "webhook delivery failed");
         }
-        in_write(&*app.store, |tx| {
-            // A delivery whose lease expired meanwhile belongs to another worker now.
-            if tx.finish_delivery(d.id, state, next, error.as_deref(), done)? {
-                let call = match (&result, &error) {
-                    (Ok(r), Some(e)) if r.status == 410 => CallResult::Gone(e),
-                    (_, Some(e)) => CallResult::Error(e),
-                    (_, None) => CallResult::Success,
+        let call = match (&result, &error) {
+            (Ok(r), Some(_)) if r.status == 410 => Call::Gone,
+            (_, Some(_)) => Call::Error,
+            (_, None) => Call::Success,
+        };
+        pending.push(Recorded { delivery: d.id, webhook: w.id, state, next, error, call, at: done });
+        if done >= flushed_at.plus_secs(1) {
+            record(app, &mut pending, &mut round)?;
+            flushed_at = done;
+        }
+    }
+    record(app, &mut pending, &mut round)?;
+    Ok(round)
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Call {
+    Success,
+    Error,
+    Gone,
+}
+
+/// An attempt's outcome, waiting to be recorded.
+struct Recorded {
+    delivery: super::model::DeliveryId,
+    webhook: WebhookId,
+    state: DeliveryState,
+    next: Option<Timestamp>,
+    error: Option<String>,
+    call: Call,
+    at: Timestamp,
+}
+
+/// Records the outcomes in one transaction, each only if its delivery is still leased (else its
+/// lease expired and another worker holds it now).
+fn record(app: &Courrier, pending: &mut Vec<Recorded>, round: &mut Round) -> Result<(), MailingError> {
+    if pending.is_empty() {
+        return Ok(());
+    }
+    in_write(&*app.store, |tx| {
+        for r in pending.iter() {
+            if tx.finish_delivery(r.delivery, r.state, r.next, r.error.as_deref(), r.at)? {
+                let error = r.error.as_deref().unwrap_or("");
+                let call = match r.call {
+                    Call::Success => CallResult::Success,
+                    Call::Error => CallResult::Error(error),
+                    Call::Gone => CallResult::Gone(error),
                 };
-                tx.record_call(w.id, call, done)?;
-                match state {
+                tx.record_call(r.webhook, call, r.at)?;
+                match r.state {
                     DeliveryState::Delivered => round.delivered += 1,
                     DeliveryState::Queued => round.retrying += 1,
                     _ => round.failed += 1,
                 }
             }
-            Ok::<_, MailingError>(())
-        })?;
-    }
-    Ok(round)
+        }
+        Ok::<_, MailingError>(())
+    })?;
+    pending.clear();
+    Ok(())
+}
+
+/// Gives leased deliveries back to the queue, due now, untried.
+fn release(app: &Courrier, deliveries: &[&Delivery]) -> Result<(), MailingError> {
+    let now = app.clock.now();
+    in_write(&*app.store, |tx| {
+        for d in deliveries {
+            tx.release_delivery(d.id, now)?;
+        }
+        Ok::<_, MailingError>(())
+    })
 }
 
 /// What an attempt's result makes of the delivery: its next state, when to retry, the error.

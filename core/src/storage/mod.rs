@@ -354,6 +354,8 @@ pub trait WebhookRepo {
         error: Option<&str>,
         now: Timestamp,
     ) -> Result<bool, StoreError>;
+    /// Gives a leased delivery back to the queue, due at `now`, its claim not counted as an attempt.
+    fn release_delivery(&mut self, id: DeliveryId, now: Timestamp) -> Result<(), StoreError>;
     /// Deliveries by state (for tests and the queue view).
     fn delivery_counts(&mut self, webhook: WebhookId) -> Result<Vec<(DeliveryState, u64)>, StoreError>;
 }

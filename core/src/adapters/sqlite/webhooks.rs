@@ -218,6 +218,18 @@ impl WebhookRepo for SqliteTx {
         Ok(n > 0)
     }
 
+    fn release_delivery(&mut self, id: DeliveryId, now: Timestamp) -> Result<(), StoreError> {
+        self.conn()
+            .prepare_cached(
+                "UPDATE webhook_deliveries SET state = 'queued', lease_until = NULL, next_attempt_at = ?2,
+                     attempts = MAX(attempts - 1, 0), updated_at = ?2
+                 WHERE id = ?1 AND state = 'sending'",
+            )
+            .and_then(|mut st| st.execute(params![id.get(), now.unix_micros()]))
+            .map_err(map_err)?;
+        Ok(())
+    }
+
     fn delivery_counts(&mut self, webhook: WebhookId) -> Result<Vec<(DeliveryState, u64)>, StoreError> {
         let rows: Vec<(String, i64)> = self
             .conn()

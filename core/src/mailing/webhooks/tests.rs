@@ -5,7 +5,7 @@ use super::*;
 use crate::access::users::{self, NewUser};
 use crate::adapters::sqlite::SqliteStore;
 use crate::egress::{AllowList, Egress, HttpsClient, PostRequest};
-use crate::kernel::{BuildInfo, EmailAddress, NewEvent, TableDns};
+use crate::kernel::{EmailAddress, NewEvent, TableDns};
 use crate::mailing::model::SubscriptionPolicy;
 use crate::mailing::{domains, lists};
 use crate::testing::{FixedClock, RecordingTransport};
@@ -17,10 +17,15 @@ use std::sync::{Arc, Mutex};
 struct Script {
     answers: Mutex<VecDeque<Result<PostReply, String>>>,
     seen: Mutex<Vec<(String, Vec<Header>, String)>>,
+    /// A receiver this slow: each POST moves the clock on by this many seconds.
+    slow: Mutex<Option<(Arc<FixedClock>, i64)>>,
 }
 
 impl HttpsClient for Script {
     fn post(&self, req: &PostRequest<'_>) -> Result<PostReply, String> {
+        if let Some((clock, secs)) = &*self.slow.lock().unwrap() {
+            clock.advance_secs(*secs);
+        }
         let body = String::from_utf8(req.body.to_vec()).unwrap();
         self.seen.lock().unwrap().push((req.url.normalized(), req.headers.to_vec(), body));
         let mut a = self.answers.lock().unwrap();
@@ -46,21 +51,8 @@ fn world() -> World {
     let store = SqliteStore::open(&dir.path().join("t.db"), clock.now().unix_micros()).unwrap();
     let http = Arc::new(Script::default());
     let dns = TableDns::default().with_ip("hooks.example.com", &[&["93.184.215.14"]]);
-    let app = Courrier {
-        store: Arc::new(store),
-        clock: clock.clone(),
-        mail: Arc::new(RecordingTransport::default()),
-        settings: crate::Settings {
-            public_url: "https://lists.example.org".into(),
-            mail_from: EmailAddress::parse("lists@example.org").unwrap(),
-        },
-        build: BuildInfo::unknown(),
-        limiter: Default::default(),
-        key_cache: Default::default(),
-        ocr: crate::adapters::ocr_services(dir.path(), "/nonexistent/courrier".into(), 1),
-        egress: Egress { dns: Arc::new(dns), https: http.clone(), allow: AllowList::default() },
-        data_key: crate::kernel::sealed::DataKey::generate().1,
-    };
+    let egress = Egress { dns: Arc::new(dns), https: http.clone(), allow: AllowList::default() };
+    let app = crate::testing::wired(dir.path(), Arc::new(store), clock.clone(), Arc::new(RecordingTransport::default()), egress);
     let (p, ctx) = (Principal::operator(), RequestCtx::cli());
     let d = DomainName::parse("example.org").unwrap();
     let owner = EmailAddress::parse("owner@example.org").unwrap();
@@ -251,6 +243,21 @@ fn a_worker_that_dies_mid_post_loses_no_delivery_and_cannot_overwrite_its_succes
     let late = w.clock.now();
     let stale = in_write(&*w.app.store, |tx| tx.finish_delivery(dead[0].id, DeliveryState::Failed, None, Some("late"), late));
     assert_eq!(stale, Ok(false));
+}
+
+#[test]
+fn a_slow_receiver_gives_the_rest_of_the_batch_back_before_its_lease_could_expire() {
+    let w = world();
+    hook(&w, &[EventName::MemberAdded], None);
+    for _ in 0..3 {
+        emit(&w, EventName::MemberAdded, list_id(&w, "news"));
+    }
+    let config = cfg();
+    *w.http.slow.lock().unwrap() = Some((w.clock.clone(), config.lease_secs / 2 + 1));
+    let round = run_once(&w.app, &config).unwrap();
+    assert_eq!((round.claimed, round.delivered, round.requeued), (3, 1, 2), "{round:?}");
+    *w.http.slow.lock().unwrap() = None;
+    assert_eq!(run_once(&w.app, &config).unwrap().delivered, 2, "given back due at once");
 }
 
 #[test]
