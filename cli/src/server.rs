@@ -229,8 +229,5 @@ pub fn delivery_config(config: &Config) -> DeliveryConfig {
 
 /// The webhook worker's settings of the configuration (the same first backoff as copies).
 pub fn webhook_config(config: &Config) -> courrier_core::mailing::webhooks::WebhookConfig {
-    courrier_core::mailing::webhooks::WebhookConfig {
-        retry_base_secs: config.retry_base_secs,
-        ..Default::default()
-    }
+    courrier_core::mailing::webhooks::WebhookConfig { retry_base_secs: config.retry_base_secs, ..Default::default() }
 }

@@ -106,11 +106,8 @@ pub fn parse_url(raw: &str) -> Result<HttpsUrl, EgressError> {
     let (host_raw, port) = split_port(authority)?;
     let host = parse_host(host_raw)?;
     let without_fragment = tail.split('#').next().unwrap_or("");
-    let path = if without_fragment.starts_with('/') {
-        without_fragment.to_owned()
-    } else {
-        format!("/{without_fragment}")
-    };
+    let path =
+        if without_fragment.starts_with('/') { without_fragment.to_owned() } else { format!("/{without_fragment}") };
     Ok(HttpsUrl { host, port, path })
 }
 
@@ -145,9 +142,10 @@ pub fn parse_host(raw: &str) -> Result<Host, EgressError> {
     let bad = |why: String| EgressError::BadUrl(why);
     if let Some(inside) = raw.strip_prefix('[').and_then(|r| r.strip_suffix(']')) {
         // A zone id (`%eth0`) names a local interface: never a destination of ours.
-        return inside.parse::<Ipv6Addr>().map(|a| Host::Ip(IpAddr::V6(a))).map_err(|_| {
-            bad(format!("{inside:?} is not an IPv6 address"))
-        });
+        return inside
+            .parse::<Ipv6Addr>()
+            .map(|a| Host::Ip(IpAddr::V6(a)))
+            .map_err(|_| bad(format!("{inside:?} is not an IPv6 address")));
     }
     let host = raw.trim_end_matches('.').to_ascii_lowercase();
     if host.is_empty() {

@@ -562,7 +562,17 @@ const EVENT_NAMES: &[&str] = &[
 
 fn webhook() -> Value {
     object(
-        &["id", "url", "events", "domain_id", "list_id", "created_at", "last_success_at", "last_error", "last_error_at"],
+        &[
+            "id",
+            "url",
+            "events",
+            "domain_id",
+            "list_id",
+            "created_at",
+            "last_success_at",
+            "last_error",
+            "last_error_at",
+        ],
         json!({
             "id": { "type": "integer" },
             "url": { "type": "string" },

@@ -223,7 +223,9 @@ fn probe(app: &TestApp, admin: &User, method: &str, path: &str, n: usize) -> (St
             Some(json!({ "email": format!("new{n}@example.net") }))
         }
         ("POST", "/api/v1/domains/example.org/lists/news/sends") => Some(json!({ "subject": "s", "text": "t" })),
-        ("POST", "/api/v1/webhooks") => Some(json!({ "url": "https://127.0.0.1:9/hook", "events": ["list.suspended"] })),
+        ("POST", "/api/v1/webhooks") => {
+            Some(json!({ "url": "https://127.0.0.1:9/hook", "events": ["list.suspended"] }))
+        }
         // A JSON string stands for a CSV document (see `call`).
         ("POST", "/api/v1/domains/example.org/lists/news/members/import") => {
             return (format!("{path}?consent_evidence=test"), Some(json!(format!("email\ncsv{n}@example.net\n"))));

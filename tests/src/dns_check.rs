@@ -21,7 +21,8 @@ const RECORDS: &[&str] = &[
 ];
 
 fn domain(app: &TestApp, key: &str, name: &str, selector: Option<&str>) {
-    let r = call(app, "POST", "/api/v1/domains", &[bearer(key)], Some(&json!({ "name": name, "dkim_selector": selector })));
+    let r =
+        call(app, "POST", "/api/v1/domains", &[bearer(key)], Some(&json!({ "name": name, "dkim_selector": selector })));
     assert_eq!(r.status, 201, "{}", r.body);
 }
 
@@ -55,22 +56,36 @@ fn each_record_gets_its_verdict_and_the_domain_keeps_the_result() {
     assert_eq!(good["dns_ok"], true, "{good}");
     for (kind, name) in [("spf", "good.test"), ("dkim", "s1._domainkey.good.test"), ("dmarc", "_dmarc.good.test")] {
         let r = record(&good, kind);
-        assert_eq!((r["name"].as_str(), &r["checked"], &r["found"], &r["error"]), (Some(name), &json!(true), &json!(true), &Value::Null), "{r}");
+        assert_eq!(
+            (r["name"].as_str(), &r["checked"], &r["found"], &r["error"]),
+            (Some(name), &json!(true), &json!(true), &Value::Null),
+            "{r}"
+        );
         assert!(r["expected"].as_str().is_some_and(|e| !e.is_empty()));
     }
     assert_eq!(record(&good, "spf")["values"], json!(["v=spf1 mx -all"]));
     let stored = call(&app, "GET", "/api/v1/domains/good.test", &[bearer(&key)], None).json()["data"].clone();
-    assert_eq!((stored["dns_ok"].clone(), stored["dns_checked_at"].clone()), (json!(true), good["dns_checked_at"].clone()));
+    assert_eq!(
+        (stored["dns_ok"].clone(), stored["dns_checked_at"].clone()),
+        (json!(true), good["dns_checked_at"].clone())
+    );
 
     // No selector: DKIM is not checked, which is no failure.
     let nokey = check(&app, &key, "nokey.test");
-    assert_eq!((record(&nokey, "dkim")["checked"].clone(), nokey["dns_ok"].clone()), (json!(false), json!(true)), "{nokey}");
+    assert_eq!(
+        (record(&nokey, "dkim")["checked"].clone(), nokey["dns_ok"].clone()),
+        (json!(false), json!(true)),
+        "{nokey}"
+    );
 
     // SPF found among other TXT records; no DKIM key and no DMARC record: absent, not errors.
     let half = check(&app, &key, "half.test");
     assert_eq!(record(&half, "spf")["found"], true, "{half}");
     for kind in ["dkim", "dmarc"] {
-        assert_eq!((record(&half, kind)["found"].clone(), record(&half, kind)["error"].clone()), (json!(false), Value::Null));
+        assert_eq!(
+            (record(&half, kind)["found"].clone(), record(&half, kind)["error"].clone()),
+            (json!(false), Value::Null)
+        );
     }
     assert_eq!(half["dns_ok"], false);
 
@@ -107,12 +122,19 @@ fn the_check_refuses_out_of_scope_unauthorised_and_too_frequent_calls() {
     let owner_key = make_key(&app.core, &owner, KeyScope::User, &Perm::ALL, None);
     post(&owner_key, "good.test").expect_error(403, "forbidden");
     post(&owner_key, "nokey.test").expect_error(404, "not_found");
-    let read_key = make_key(&app.core, &make_user(&app.core, "r@example.org", &[Role::SiteAdmin]), KeyScope::User, &[Perm::Read], None);
+    let read_key = make_key(
+        &app.core,
+        &make_user(&app.core, "r@example.org", &[Role::SiteAdmin]),
+        KeyScope::User,
+        &[Perm::Read],
+        None,
+    );
     post(&read_key, "good.test").expect_error(403, "forbidden");
     call(&app, "POST", "/api/v1/domains/good.test/dns-check", &[], None).expect_error(401, "unauthenticated");
     // Both refusals are audited.
     let audit = call(&app, "GET", "/api/v1/audit?action=domain.dns_check", &[bearer(&key)], None).json();
-    let outcomes: Vec<&str> = audit["data"].as_array().unwrap().iter().map(|e| e["outcome"].as_str().unwrap()).collect();
+    let outcomes: Vec<&str> =
+        audit["data"].as_array().unwrap().iter().map(|e| e["outcome"].as_str().unwrap()).collect();
     assert!(outcomes.contains(&"forbidden") && outcomes.contains(&"not_found"), "{audit}");
     // Per domain: six checks a minute, then 429 with Retry-After.
     for _ in 0..6 {
@@ -132,7 +154,8 @@ fn the_cli_runs_the_same_check() {
     let dir = data.path().display().to_string();
     let env = [("COURRIER_DNS_SERVER", dns.addr())];
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let (status, _, err) = run_cli(&["--data-dir", &dir, "domain", "create", "good.test", "--dkim-selector", "s1"], &env);
+    let (status, _, err) =
+        run_cli(&["--data-dir", &dir, "domain", "create", "good.test", "--dkim-selector", "s1"], &env);
     assert!(status.success(), "{err}");
     let (status, out, err) = run_cli(&["--data-dir", &dir, "--json", "domain", "dns-check", "good.test"], &env);
     assert!(status.success(), "{err}");
@@ -140,7 +163,10 @@ fn the_cli_runs_the_same_check() {
     assert_eq!(c["dns_ok"], true, "{c}");
     let (status, out, _) = run_cli(&["--data-dir", &dir, "domain", "dns-check", "good.test"], &env);
     assert!(status.success());
-    assert!(out.contains("dkim") && out.contains("s1._domainkey.good.test") && out.ends_with("dns_ok: true\n"), "{out}");
+    assert!(
+        out.contains("dkim") && out.contains("s1._domainkey.good.test") && out.ends_with("dns_ok: true\n"),
+        "{out}"
+    );
     let (status, _, err) = run_cli(&["--data-dir", &dir, "domain", "dns-check", "unknown.test"], &env);
     assert!(!status.success() && err.contains("not found"), "{err}");
 }

@@ -82,7 +82,8 @@ fn run(opts: &Options) -> Result<(), String> {
     let https = Arc::new(RustlsHttps::new(Some(&dir.path().join("ca.pem")))?);
     let app = wire(dir.path(), https.clone())?;
     let url = format!("https://127.0.0.1:{}/hook", addr.port());
-    let req = NewWebhookRequest { url: url.clone(), events: vec![EventName::MemberAdded], domain_id: None, list_id: None };
+    let req =
+        NewWebhookRequest { url: url.clone(), events: vec![EventName::MemberAdded], domain_id: None, list_id: None };
     webhooks::create(&app, &Principal::operator(), &RequestCtx::cli(), req).map_err(|e| e.to_string())?;
     let body = serde_json::json!({
         "id": "evt_0123456789abcdef0123456789abcdef",
@@ -98,8 +99,7 @@ fn run(opts: &Options) -> Result<(), String> {
     for round in 0..opts.rounds {
         let started = Instant::now();
         for _ in 0..n {
-            let reply =
-                https.post(&PostRequest { addr, url: &parsed, headers: &[], body: body.as_bytes() })?;
+            let reply = https.post(&PostRequest { addr, url: &parsed, headers: &[], body: body.as_bytes() })?;
             if reply.status != 200 {
                 return Err(format!("the receiver answered {}", reply.status));
             }
@@ -151,7 +151,9 @@ fn wire(dir: &Path, https: Arc<RustlsHttps>) -> Result<Courrier, String> {
     Ok(Courrier {
         store: Arc::new(store),
         clock,
-        mail: Arc::new(courrier_core::adapters::smtp::SmtpTransport::from_url("smtp://127.0.0.1:25").map_err(|e| e.to_string())?),
+        mail: Arc::new(
+            courrier_core::adapters::smtp::SmtpTransport::from_url("smtp://127.0.0.1:25").map_err(|e| e.to_string())?,
+        ),
         settings: courrier_core::Settings {
             public_url: "https://lists.example.org".into(),
             mail_from: EmailAddress::parse("courrier@example.org").map_err(|e| e.to_string())?,
@@ -181,16 +183,52 @@ fn record_events(app: &Courrier, n: u64) -> Result<(), String> {
 fn make_certificates(dir: &Path) -> Result<(), String> {
     let run = |args: &[&str]| -> Result<(), String> {
         let out = Command::new("openssl").args(args).current_dir(dir).output().map_err(|e| format!("openssl: {e}"))?;
-        if out.status.success() { Ok(()) } else { Err(format!("openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr))) }
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!("openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr)))
+        }
     };
     let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"];
-    run(&[&["req", "-x509"], &ec[..], &["-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=bench CA",
-        "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign"]].concat())?;
+    run(&[
+        &["req", "-x509"],
+        &ec[..],
+        &[
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=bench CA",
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign",
+        ],
+    ]
+    .concat())?;
     run(&[&["req"], &ec[..], &["-keyout", "leaf.key", "-out", "leaf.csr", "-subj", "/CN=127.0.0.1"]].concat())?;
     std::fs::write(dir.join("leaf.ext"), "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n")
         .map_err(|e| e.to_string())?;
-    run(&["x509", "-req", "-in", "leaf.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out",
-        "leaf.pem", "-days", "2", "-extfile", "leaf.ext"])
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "leaf.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "leaf.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "leaf.ext",
+    ])
 }
 
 /// A minimal HTTPS receiver: a thread per connection, reads one request, answers 200, counts.

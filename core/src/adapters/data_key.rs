@@ -29,8 +29,10 @@ pub fn load_or_create(dir: &Path) -> Result<DataKey, String> {
                 std::thread::sleep(std::time::Duration::from_millis(50));
                 bytes = std::fs::read(&path).map_err(|e| format!("cannot read {shown}: {e}"))?;
             }
-            let arr: [u8; 32] =
-                bytes.as_slice().try_into().map_err(|_| format!("{shown} is not a 32-byte key ({} bytes)", bytes.len()))?;
+            let arr: [u8; 32] = bytes
+                .as_slice()
+                .try_into()
+                .map_err(|_| format!("{shown} is not a 32-byte key ({} bytes)", bytes.len()))?;
             Ok(DataKey::from_bytes(&arr))
         }
         Err(e) => Err(format!("cannot create {shown}: {e}")),

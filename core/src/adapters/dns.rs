@@ -11,9 +11,7 @@
 
 use crate::kernel::{Dns, DnsError};
 use hickory_resolver::TokioResolver;
-use hickory_resolver::config::{
-    LookupIpStrategy, NameServerConfig, ResolveHosts, ResolverConfig, ResolverOpts,
-};
+use hickory_resolver::config::{LookupIpStrategy, NameServerConfig, ResolveHosts, ResolverConfig, ResolverOpts};
 use hickory_resolver::net::runtime::TokioRuntimeProvider;
 use hickory_resolver::proto::rr::RData;
 use std::net::{IpAddr, SocketAddr};

@@ -137,11 +137,8 @@ fn parse_head(head: &[u8]) -> Result<PostReply, String> {
     if !version.starts_with("HTTP/1.") {
         return Err(format!("not an HTTP/1.x response: {:.80}", status_line));
     }
-    let status = code
-        .parse::<u16>()
-        .ok()
-        .filter(|s| (100..600).contains(s))
-        .ok_or_else(|| format!("bad status {code:.10}"))?;
+    let status =
+        code.parse::<u16>().ok().filter(|s| (100..600).contains(s)).ok_or_else(|| format!("bad status {code:.10}"))?;
     let retry_after = lines
         .filter_map(|l| l.split_once(':'))
         .find(|(k, _)| k.trim().eq_ignore_ascii_case("retry-after"))

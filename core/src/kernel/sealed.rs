@@ -80,10 +80,8 @@ impl DataKey {
         let (nonce, rest) = raw.split_at(aead::NONCE_LEN);
         let nonce = Nonce::try_assume_unique_for_key(nonce).map_err(|_| SealError::Malformed)?;
         let mut buf = rest.to_vec();
-        let plain = self
-            .key
-            .open_in_place(nonce, Aad::from(bound_to.as_bytes()), &mut buf)
-            .map_err(|_| SealError::Rejected)?;
+        let plain =
+            self.key.open_in_place(nonce, Aad::from(bound_to.as_bytes()), &mut buf).map_err(|_| SealError::Rejected)?;
         Ok(plain.to_vec())
     }
 }

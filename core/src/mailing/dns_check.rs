@@ -101,9 +101,7 @@ fn judge(kind: RecordKind, name: String, answer: Result<Vec<String>, String>) ->
     let found = match kind {
         // RFC 7208 4.5: more than one SPF record is a permanent error.
         RecordKind::Spf => values.len() == 1,
-        RecordKind::Dmarc => {
-            values.len() == 1 && tag_value(&values[0], "p=").is_some_and(|p| !p.is_empty())
-        }
+        RecordKind::Dmarc => values.len() == 1 && tag_value(&values[0], "p=").is_some_and(|p| !p.is_empty()),
         // An empty p= is a revoked key (RFC 6376 3.6.1).
         RecordKind::Dkim => values.iter().any(|r| tag_value(r, "p=").is_some_and(|p| !p.is_empty())),
     };
@@ -181,7 +179,8 @@ mod tests {
     use super::*;
 
     fn check(kind: RecordKind, answer: Result<Vec<&str>, &str>) -> (bool, Option<String>) {
-        let v = judge(kind, "x".into(), answer.map(|r| r.into_iter().map(str::to_owned).collect()).map_err(str::to_owned));
+        let v =
+            judge(kind, "x".into(), answer.map(|r| r.into_iter().map(str::to_owned).collect()).map_err(str::to_owned));
         (v.found, v.error)
     }
 
@@ -191,7 +190,11 @@ mod tests {
         assert_eq!(check(RecordKind::Spf, Ok(vec!["V=SPF1 -all"])), (true, None));
         assert_eq!(check(RecordKind::Spf, Ok(vec![])), (false, None));
         assert_eq!(check(RecordKind::Spf, Ok(vec!["v=spf10 -all"])), (false, None));
-        assert_eq!(check(RecordKind::Spf, Ok(vec!["v=spf1 a -all", "v=spf1 mx -all"])), (false, None), "two is an error");
+        assert_eq!(
+            check(RecordKind::Spf, Ok(vec!["v=spf1 a -all", "v=spf1 mx -all"])),
+            (false, None),
+            "two is an error"
+        );
         assert_eq!(check(RecordKind::Spf, Err("connection refused")), (false, Some("connection refused".into())));
         assert_eq!(check(RecordKind::Dmarc, Ok(vec!["v=DMARC1; p=reject; rua=mailto:d@x"])), (true, None));
         assert_eq!(check(RecordKind::Dmarc, Ok(vec!["v=DMARC1; rua=mailto:d@x"])), (false, None), "no policy");

@@ -93,7 +93,10 @@ fn scope_of(
     if let Some(l) = list_id {
         let Some(list) = tx.list_by_id(l)? else { return Ok(None) };
         if domain_id.is_some_and(|d| d != list.domain_id) {
-            return Err(MailingError::Invalid(format!("list_id {l} is not a list of domain_id {}", domain_id.map_or(0, DomainId::get))));
+            return Err(MailingError::Invalid(format!(
+                "list_id {l} is not a list of domain_id {}",
+                domain_id.map_or(0, DomainId::get)
+            )));
         }
         return Ok(Some((Scope::List(list.domain.clone(), list.name.clone()), Some(list.domain_id))));
     }
@@ -227,7 +230,9 @@ pub fn delete(app: &Courrier, p: &Principal, ctx: &RequestCtx, id: WebhookId) ->
 pub fn test(app: &Courrier, p: &Principal, ctx: &RequestCtx, id: WebhookId) -> Result<PingOutcome, MailingError> {
     let w = authorized(app, p, ctx, id, "webhook.test")?;
     let now = app.clock.now();
-    in_write(&*app.store, |tx| Ok::<_, MailingError>(audit_done(tx, p, ctx, now, "webhook.test", &format!("webhook:{id}"))?))?;
+    in_write(&*app.store, |tx| {
+        Ok::<_, MailingError>(audit_done(tx, p, ctx, now, "webhook.test", &format!("webhook:{id}"))?)
+    })?;
     let event_id = format!("evt_{}", secrets::random_hex(16));
     let body = json!({
         "id": event_id,
@@ -292,7 +297,8 @@ pub fn signed_headers(key: &[u8], event: &str, id: &str, timestamp: i64, body: &
 
 /// One signed POST to a webhook (the URL re-checked by the guard now).
 fn post(app: &Courrier, w: &Webhook, event: &str, id: &str, body: &str) -> Result<PostReply, DeliveryFailure> {
-    let key = app.data_key.open(&w.secret_sealed, &binding(&w.url)).map_err(|e| DeliveryFailure::Secret(e.to_string()))?;
+    let key =
+        app.data_key.open(&w.secret_sealed, &binding(&w.url)).map_err(|e| DeliveryFailure::Secret(e.to_string()))?;
     let url = parse_url(&w.url)?;
     let headers = signed_headers(&key, event, id, app.clock.now().unix_secs(), body.as_bytes());
     Ok(app.egress.post(&url, &headers, body.as_bytes())?)
@@ -497,11 +503,16 @@ fn outcome(
         Ok(r) => (status_error(r.status), None),
         Err(e) => (e.to_string(), None),
     };
-    let wait = backoff(cfg.retry_base_secs, d.attempts).max(retry_after.map_or(0, |s| i64::try_from(s.min(6 * 3600)).unwrap_or(0)));
+    let wait = backoff(cfg.retry_base_secs, d.attempts)
+        .max(retry_after.map_or(0, |s| i64::try_from(s.min(6 * 3600)).unwrap_or(0)));
     let next = now.plus_secs(wait);
     if next >= d.created_at.plus_secs(cfg.give_up_secs) {
         let hours = cfg.give_up_secs / 3600;
-        return (DeliveryState::Failed, None, Some(format!("abandoned after {hours} h and {} attempts: {error}", d.attempts)));
+        return (
+            DeliveryState::Failed,
+            None,
+            Some(format!("abandoned after {hours} h and {} attempts: {error}", d.attempts)),
+        );
     }
     (DeliveryState::Queued, Some(next), Some(error))
 }

@@ -11,9 +11,9 @@ use crate::kernel::{
     NewEvent, Page, Paged, Timestamp,
 };
 use crate::mailing::model::{
-    Consent, Copy, CopyCounts, CopyId, CopyState, DeliveryMode, Domain, DomainId, DomainStatus, DomainVisibility,
-    Delivery, DeliveryId, DeliveryState, ListId, ListVisibility, MailingList, Member, MemberFilter, MemberId,
-    MemberStatus, NewMember, SendId, SendRecord, SendState, StatusCounts, Webhook, WebhookId,
+    Consent, Copy, CopyCounts, CopyId, CopyState, Delivery, DeliveryId, DeliveryMode, DeliveryState, Domain, DomainId,
+    DomainStatus, DomainVisibility, ListId, ListVisibility, MailingList, Member, MemberFilter, MemberId, MemberStatus,
+    NewMember, SendId, SendRecord, SendState, StatusCounts, Webhook, WebhookId,
 };
 
 #[cfg(any(test, feature = "testing"))]
@@ -333,8 +333,13 @@ pub trait WebhookRepo {
     fn webhook_cursor(&mut self) -> Result<Option<EventId>, StoreError>;
     fn set_webhook_cursor(&mut self, to: EventId) -> Result<(), StoreError>;
     /// Queues one event's delivery to one webhook (once: a second call changes nothing).
-    fn enqueue_delivery(&mut self, webhook: WebhookId, event: &Event, body: &str, now: Timestamp)
-    -> Result<(), StoreError>;
+    fn enqueue_delivery(
+        &mut self,
+        webhook: WebhookId,
+        event: &Event,
+        body: &str,
+        now: Timestamp,
+    ) -> Result<(), StoreError>;
     /// Leases up to `limit` due deliveries of enabled webhooks until `lease_until`.
     fn claim_deliveries(
         &mut self,

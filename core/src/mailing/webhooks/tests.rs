@@ -52,11 +52,18 @@ fn world() -> World {
     let http = Arc::new(Script::default());
     let dns = TableDns::default().with_ip("hooks.example.com", &[&["93.184.215.14"]]);
     let egress = Egress { dns: Arc::new(dns), https: http.clone(), allow: AllowList::default() };
-    let app = crate::testing::wired(dir.path(), Arc::new(store), clock.clone(), Arc::new(RecordingTransport::default()), egress);
+    let app = crate::testing::wired(
+        dir.path(),
+        Arc::new(store),
+        clock.clone(),
+        Arc::new(RecordingTransport::default()),
+        egress,
+    );
     let (p, ctx) = (Principal::operator(), RequestCtx::cli());
     let d = DomainName::parse("example.org").unwrap();
     let owner = EmailAddress::parse("owner@example.org").unwrap();
-    users::create(&app, &p, &ctx, NewUser { email: owner.clone(), profile: Default::default(), password: None }).unwrap();
+    users::create(&app, &p, &ctx, NewUser { email: owner.clone(), profile: Default::default(), password: None })
+        .unwrap();
     domains::create(
         &app,
         &p,
@@ -181,7 +188,10 @@ fn failures_retry_with_the_same_body_and_id_after_the_backoff() {
     assert_eq!(run_once(&w.app, &cfg()).unwrap().delivered, 1);
     let seen = w.http.seen.lock().unwrap();
     assert_eq!(seen.len(), 3);
-    assert!(seen.iter().all(|(_, h, b)| b == &seen[0].2 && header(h, "X-Svc-Delivery") == header(&seen[0].1, "X-Svc-Delivery")));
+    assert!(
+        seen.iter()
+            .all(|(_, h, b)| b == &seen[0].2 && header(h, "X-Svc-Delivery") == header(&seen[0].1, "X-Svc-Delivery"))
+    );
     assert_ne!(header(&seen[0].1, "webhook-timestamp"), header(&seen[2].1, "webhook-timestamp"), "signed anew");
 }
 
@@ -241,7 +251,8 @@ fn a_worker_that_dies_mid_post_loses_no_delivery_and_cannot_overwrite_its_succes
     let round = run_once(&w.app, &config).unwrap();
     assert_eq!((round.requeued, round.delivered), (1, 1));
     let late = w.clock.now();
-    let stale = in_write(&*w.app.store, |tx| tx.finish_delivery(dead[0].id, DeliveryState::Failed, None, Some("late"), late));
+    let stale =
+        in_write(&*w.app.store, |tx| tx.finish_delivery(dead[0].id, DeliveryState::Failed, None, Some("late"), late));
     assert_eq!(stale, Ok(false));
 }
 
@@ -273,7 +284,12 @@ fn a_webhook_receives_no_event_recorded_before_it_existed() {
 fn creation_refuses_internal_urls_and_empty_event_lists() {
     let w = world();
     let (p, ctx) = (Principal::operator(), RequestCtx::cli());
-    let req = |url: &str, events: Vec<EventName>| NewWebhookRequest { url: url.into(), events, domain_id: None, list_id: None };
+    let req = |url: &str, events: Vec<EventName>| NewWebhookRequest {
+        url: url.into(),
+        events,
+        domain_id: None,
+        list_id: None,
+    };
     let e = create(&w.app, &p, &ctx, req("https://10.0.0.1/x", vec![EventName::MemberAdded])).unwrap_err();
     assert_eq!(e.code(), crate::kernel::Code::UrlRefused);
     let e = create(&w.app, &p, &ctx, req("http://hooks.example.com/", vec![EventName::MemberAdded])).unwrap_err();
