@@ -1,6 +1,7 @@
 //! The environment of `decisions.md`, read once at start and validated, so that a typo is a
 //! clear error at launch rather than a surprise at the first request.
 
+use courrier_core::egress::AllowList;
 use courrier_core::kernel::{Code, CoreError, EmailAddress};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -37,6 +38,12 @@ pub struct Config {
     /// The `default` OCR plan's pages per user and month (`COURRIER_OCR_PAGES_PER_MONTH`, 0 = no
     /// limit, the default).
     pub ocr_pages_per_month: u32,
+    /// CIDRs exempted from the egress guard's exclusion list (`COURRIER_EGRESS_ALLOW`).
+    pub egress_allow: AllowList,
+    /// A PEM file of extra trust roots for outgoing TLS (`COURRIER_EXTRA_CA`).
+    pub extra_ca: Option<PathBuf>,
+    /// The DNS server to ask instead of the system's (`COURRIER_DNS_SERVER`, `ip[:port]`).
+    pub dns_server: Option<SocketAddr>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -108,8 +115,18 @@ impl Config {
             Some(other) => return Err(invalid("COURRIER_OCR_REGISTRATION", format!("{other:?} is neither 0 nor 1"))),
         };
         let ocr_pages_per_month = number("COURRIER_OCR_PAGES_PER_MONTH", 0, 0..=1_000_000_000)? as u32;
+        let egress_allow = AllowList::parse(&get("COURRIER_EGRESS_ALLOW").unwrap_or_default())
+            .map_err(|e| invalid("COURRIER_EGRESS_ALLOW", e))?;
+        let extra_ca = get("COURRIER_EXTRA_CA").filter(|s| !s.trim().is_empty()).map(PathBuf::from);
+        let dns_server = get("COURRIER_DNS_SERVER")
+            .filter(|s| !s.trim().is_empty())
+            .map(|s| courrier_core::adapters::dns::parse_server(&s).map_err(|e| invalid("COURRIER_DNS_SERVER", e)))
+            .transpose()?;
         Ok(Self {
             ocr_pages_per_month,
+            egress_allow,
+            extra_ca,
+            dns_server,
             retry_base_secs,
             delivery_lease_secs,
             domain_concurrency,
@@ -189,9 +206,13 @@ mod tests {
 
     #[test]
     fn bad_values_name_their_variable() {
-        for (var, value) in
-            [("COURRIER_LISTEN", "localhost"), ("COURRIER_PUBLIC_URL", "ftp://x"), ("COURRIER_LOG_FORMAT", "xml")]
-        {
+        for (var, value) in [
+            ("COURRIER_LISTEN", "localhost"),
+            ("COURRIER_PUBLIC_URL", "ftp://x"),
+            ("COURRIER_LOG_FORMAT", "xml"),
+            ("COURRIER_EGRESS_ALLOW", "127.0.0.0/8,nope"),
+            ("COURRIER_DNS_SERVER", "dns.example:53"),
+        ] {
             let err = config(&[(var, value)], None).unwrap_err().to_string();
             assert!(err.starts_with(var), "{err}");
         }

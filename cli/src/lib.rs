@@ -141,7 +141,12 @@ fn execute(cli: Cli) -> Result<(), CliError> {
         Command::CreateApiKey(cmd) => admin::create_api_key(&config, cmd, cli.json),
         Command::Worker => {
             let app = server::wire(&config, build_info())?;
-            let workers = workers::start(app, server::delivery_config(&config), config.delivery_workers.max(1));
+            let workers = workers::start(
+                app,
+                server::delivery_config(&config),
+                server::webhook_config(&config),
+                config.delivery_workers.max(1),
+            );
             tracing::info!(threads = config.delivery_workers.max(1), "delivery workers running");
             let runtime =
                 tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(error::CliError::Serve)?;

@@ -22,6 +22,10 @@ pub enum DomainCommand {
         #[arg(long)]
         dkim_selector: Option<String>,
     },
+    /// Check the domain's SPF, DKIM selector and _dmarc records (COURRIER_DNS_SERVER, else the
+    /// system resolver); stores the verdict on the domain. Exit code 0 whenever the check ran:
+    /// read `dns_ok` for the verdict.
+    DnsCheck { name: String },
 }
 
 #[derive(Debug, Subcommand)]
@@ -89,7 +93,10 @@ fn names(domain: &str, list: &str) -> Result<(DomainName, ListName), CliError> {
 
 pub fn domain(config: &Config, cmd: DomainCommand, json: bool) -> Result<(), CliError> {
     let app = wire(config, crate::build_info())?;
-    let DomainCommand::Create { name, dkim_selector } = cmd;
+    let (name, dkim_selector) = match cmd {
+        DomainCommand::Create { name, dkim_selector } => (name, dkim_selector),
+        DomainCommand::DnsCheck { name } => return dns_check(&app, &name, json),
+    };
     let req =
         domains::NewDomainRequest { name: DomainName::parse(&name)?, dkim_selector, default_subscription_policy: None };
     let d = domains::create(&app, &Principal::operator(), &RequestCtx::cli(), req)?;
@@ -98,6 +105,33 @@ pub fn domain(config: &Config, cmd: DomainCommand, json: bool) -> Result<(), Cli
     } else {
         println!("domain {} created ({})", d.name, d.status.as_str());
     }
+    Ok(())
+}
+
+fn dns_check(app: &courrier_core::Courrier, name: &str, json: bool) -> Result<(), CliError> {
+    let name = DomainName::parse(name)?;
+    let check = courrier_core::mailing::dns_check::run(app, &Principal::operator(), &RequestCtx::cli(), &name)?;
+    if json {
+        println!("{}", courrier_http::dto::dns_check(&check));
+        return Ok(());
+    }
+    for v in &check.records {
+        let verdict = match (v.checked, v.found, &v.error) {
+            (false, _, _) => "not checked".to_owned(),
+            (true, _, Some(e)) => format!("ERROR ({e})"),
+            (true, true, None) => "ok".to_owned(),
+            (true, false, None) => "MISSING".to_owned(),
+        };
+        println!("{:<6} {:<40} {verdict}", v.kind.as_str(), v.name);
+        for value in &v.values {
+            println!("       found:    {value}");
+        }
+        if v.checked && !v.found {
+            println!("       expected: {}", v.expected);
+        }
+    }
+    let ok = check.domain.dns_ok == Some(true);
+    println!("dns_ok: {ok}");
     Ok(())
 }
 

@@ -29,6 +29,17 @@ pub fn wire(config: &Config, build: BuildInfo) -> Result<Arc<Courrier>, CliError
         })?;
     let mut ocr = courrier_core::adapters::ocr_services(&config.documents_dir(), sandbox, config.ocr_workers);
     ocr.limits.pages_per_month = config.ocr_pages_per_month;
+    let data_key = courrier_core::adapters::data_key::load_or_create(&config.data_dir)
+        .map_err(|reason| ConfigError::Invalid { var: "COURRIER_DATA_DIR", reason })?;
+    let https = courrier_core::adapters::https::RustlsHttps::new(config.extra_ca.as_deref())
+        .map_err(|reason| ConfigError::Invalid { var: "COURRIER_EXTRA_CA", reason })?;
+    let dns = courrier_core::adapters::dns::HickoryDns::new(config.dns_server)
+        .map_err(|reason| ConfigError::Invalid { var: "COURRIER_DNS_SERVER", reason })?;
+    let egress = courrier_core::egress::Egress {
+        dns: Arc::new(dns),
+        https: Arc::new(https),
+        allow: config.egress_allow.clone(),
+    };
     Ok(Arc::new(Courrier {
         store: Arc::new(store),
         clock,
@@ -38,6 +49,8 @@ pub fn wire(config: &Config, build: BuildInfo) -> Result<Arc<Courrier>, CliError
         limiter: Limiter::default(),
         key_cache: Default::default(),
         ocr,
+        egress,
+        data_key,
     }))
 }
 
@@ -56,6 +69,7 @@ pub struct Bound {
     router: courrier_http::Router,
     app: Arc<Courrier>,
     delivery: DeliveryConfig,
+    webhooks: courrier_core::mailing::webhooks::WebhookConfig,
     delivery_workers: usize,
 }
 
@@ -80,7 +94,14 @@ pub fn bind(config: &Config, build: BuildInfo) -> Result<Bound, CliError> {
     let mut state = courrier_http::AppState::new(Arc::clone(&app));
     state.ocr_registration = config.ocr_registration;
     let router = courrier_http::router(state);
-    Ok(Bound { listener, router, app, delivery: delivery_config(config), delivery_workers: config.delivery_workers })
+    Ok(Bound {
+        listener,
+        router,
+        app,
+        delivery: delivery_config(config),
+        webhooks: webhook_config(config),
+        delivery_workers: config.delivery_workers,
+    })
 }
 
 /// Serves on a multi-threaded tokio runtime of its own until `shutdown` resolves; returns after
@@ -95,7 +116,8 @@ pub fn run(bound: Bound, shutdown: impl Future<Output = ()> + Send + 'static) ->
         let listener = tokio::net::TcpListener::from_std(bound.listener).map_err(CliError::Serve)?;
         tracing::info!(addr = %listener.local_addr().map_err(CliError::Serve)?, "listening");
         let housekeeping = tokio::spawn(housekeeping(Arc::clone(&bound.app)));
-        let workers = crate::workers::start(Arc::clone(&bound.app), bound.delivery, bound.delivery_workers);
+        let workers =
+            crate::workers::start(Arc::clone(&bound.app), bound.delivery, bound.webhooks, bound.delivery_workers);
         let served = courrier_http::server::serve(listener, bound.router, ServerLimits::default(), shutdown).await;
         housekeeping.abort();
         // Copies in flight finish their SMTP exchange; the rest stay queued for the next start.
@@ -209,4 +231,9 @@ pub fn delivery_config(config: &Config) -> DeliveryConfig {
         domain_concurrency: config.domain_concurrency,
         ..DeliveryConfig::default()
     }
+}
+
+/// The webhook worker's settings of the configuration (the same first backoff as copies).
+pub fn webhook_config(config: &Config) -> courrier_core::mailing::webhooks::WebhookConfig {
+    courrier_core::mailing::webhooks::WebhookConfig { retry_base_secs: config.retry_base_secs, ..Default::default() }
 }

@@ -1,9 +1,12 @@
 //! Delivery worker threads: inside `courrier serve`, or alone in `courrier worker`. Each loops on
 //! `delivery::run_once` (claim a batch under a lease, deliver, record), resting briefly when the
 //! queue is empty. Several workers and several processes may run: the lease is the only lock.
+//! Beside them, one webhook worker loops on `webhooks::run_once` (fan the outbox out, lease due
+//! deliveries, POST them) the same way.
 
 use courrier_core::Courrier;
 use courrier_core::mailing::delivery::{self, DeliveryConfig};
+use courrier_core::mailing::webhooks::{self, WebhookConfig};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -16,9 +19,10 @@ pub struct Workers {
     threads: Vec<std::thread::JoinHandle<()>>,
 }
 
-pub fn start(app: Arc<Courrier>, cfg: DeliveryConfig, n: usize) -> Workers {
+/// `n` delivery threads and, when `n > 0`, one webhook thread.
+pub fn start(app: Arc<Courrier>, cfg: DeliveryConfig, hooks: WebhookConfig, n: usize) -> Workers {
     let stop = Arc::new(AtomicBool::new(false));
-    let threads = (0..n)
+    let mut threads: Vec<_> = (0..n)
         .map(|i| {
             let (app, stop) = (Arc::clone(&app), Arc::clone(&stop));
             std::thread::Builder::new()
@@ -27,7 +31,28 @@ pub fn start(app: Arc<Courrier>, cfg: DeliveryConfig, n: usize) -> Workers {
                 .expect("cannot start a delivery worker thread")
         })
         .collect();
+    if n > 0 {
+        let (app, stop) = (Arc::clone(&app), Arc::clone(&stop));
+        let hooks_thread = std::thread::Builder::new()
+            .name("courrier-webhooks".into())
+            .spawn(move || work_webhooks(&app, &hooks, &stop))
+            .expect("cannot start the webhook worker thread");
+        threads.push(hooks_thread);
+    }
     Workers { stop, threads }
+}
+
+fn work_webhooks(app: &Courrier, cfg: &WebhookConfig, stop: &AtomicBool) {
+    while !stop.load(Ordering::Relaxed) {
+        match webhooks::run_once(app, cfg) {
+            Ok(round) if round.claimed > 0 => tracing::debug!(?round, "webhook round"),
+            Ok(_) => std::thread::sleep(IDLE),
+            Err(e) => {
+                tracing::warn!(error = %e, "webhook round failed");
+                std::thread::sleep(IDLE * 4);
+            }
+        }
+    }
 }
 
 fn work(app: &Courrier, cfg: &DeliveryConfig, stop: &AtomicBool) {

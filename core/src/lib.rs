@@ -6,6 +6,7 @@
 
 pub mod access;
 pub mod adapters;
+pub mod egress;
 pub mod kernel;
 pub mod mailing;
 pub mod ocr;
@@ -27,6 +28,10 @@ pub struct Courrier {
     pub limiter: access::limits::Limiter,
     pub key_cache: access::cache::KeyCache,
     pub ocr: ocr::OcrServices,
+    /// Outgoing calls to hosts users choose (webhooks), and the resolver of the DNS check.
+    pub egress: egress::Egress,
+    /// Seals secrets kept for later use (webhook secrets).
+    pub data_key: kernel::sealed::DataKey,
 }
 
 /// Installation settings the rules need.

@@ -39,3 +39,29 @@ impl crate::kernel::MailTransport for RecordingTransport {
         Ok(())
     }
 }
+
+/// The application wired for unit tests of rules: the given store, clock, mail transport and
+/// egress; OCR services that are never started (one Tesseract thread, no sandbox), a fresh data key.
+pub fn wired(
+    dir: &std::path::Path,
+    store: std::sync::Arc<dyn crate::storage::Store>,
+    clock: std::sync::Arc<dyn Clock>,
+    mail: std::sync::Arc<dyn crate::kernel::MailTransport>,
+    egress: crate::egress::Egress,
+) -> crate::Courrier {
+    crate::Courrier {
+        store,
+        clock,
+        mail,
+        settings: crate::Settings {
+            public_url: "https://lists.example.org".into(),
+            mail_from: crate::kernel::EmailAddress::parse("lists@example.org").expect("a valid address"),
+        },
+        build: crate::kernel::BuildInfo::unknown(),
+        limiter: Default::default(),
+        key_cache: Default::default(),
+        ocr: crate::adapters::ocr_services(dir, "/nonexistent/courrier".into(), 1),
+        egress,
+        data_key: crate::kernel::sealed::DataKey::generate().1,
+    }
+}

@@ -194,3 +194,55 @@ pub fn queue(q: &QueueStats) -> Value {
         q.by_state.iter().map(|(s, n)| ((*s).to_owned(), json!(n))).collect();
     json!({ "depth": q.depth, "by_state": by_state, "oldest_queued_at": time(q.oldest_queued_at) })
 }
+
+/// A webhook as listed: never its secret.
+pub fn webhook(w: &courrier_core::mailing::model::Webhook) -> Value {
+    json!({
+        "id": w.id.get(),
+        "url": w.url,
+        "events": w.events.iter().map(|e| e.as_str()).collect::<Vec<_>>(),
+        "domain_id": w.domain_id.map(|d| d.get()),
+        "list_id": w.list_id.map(|l| l.get()),
+        "created_at": w.created_at.to_rfc3339(),
+        "disabled_at": time(w.disabled_at),
+        "last_success_at": time(w.last_success_at),
+        "last_error": w.last_error,
+        "last_error_at": time(w.last_error_at),
+    })
+}
+
+/// The creation answer: the webhook and, this once, its secret.
+pub fn webhook_created(w: &courrier_core::mailing::model::Webhook, secret: &str) -> Value {
+    let mut v = webhook(w);
+    v["secret"] = json!(secret);
+    v
+}
+
+pub fn webhook_ping(o: &courrier_core::mailing::webhooks::PingOutcome) -> Value {
+    json!({ "delivered": o.delivered, "status": o.status, "error": o.error })
+}
+
+/// The DNS check result: one verdict per record, and the domain with its stored verdict.
+pub fn dns_check(c: &courrier_core::mailing::dns_check::DnsCheck) -> Value {
+    let records: Vec<Value> = c
+        .records
+        .iter()
+        .map(|v| {
+            json!({
+                "type": v.kind.as_str(),
+                "name": v.name,
+                "checked": v.checked,
+                "found": v.found,
+                "expected": v.expected,
+                "values": v.values,
+                "error": v.error,
+            })
+        })
+        .collect();
+    json!({
+        "domain": c.domain.name.as_str(),
+        "dns_ok": c.domain.dns_ok,
+        "dns_checked_at": time(c.domain.dns_checked_at),
+        "records": records,
+    })
+}

@@ -19,6 +19,7 @@ pub mod routes;
 pub mod schema;
 pub mod server;
 mod system;
+mod webhooks;
 
 use axum::RequestExt;
 pub use axum::Router;

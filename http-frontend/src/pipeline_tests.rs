@@ -90,6 +90,8 @@ fn start(limits: ServerLimits, body_read_timeout: Duration) -> Probe {
         limiter: Default::default(),
         key_cache: Default::default(),
         ocr: courrier_core::adapters::ocr_services(dir.path(), "/nonexistent/courrier".into(), 1),
+        egress: courrier_core::egress::Egress::offline(),
+        data_key: courrier_core::kernel::sealed::DataKey::generate().1,
     });
     let mut state = AppState::new(app);
     state.body_read_timeout = body_read_timeout;

@@ -153,6 +153,7 @@ pub fn all() -> impl Iterator<Item = &'static Route> {
         .iter()
         .chain(crate::access::ROUTES)
         .chain(crate::mailing::ROUTES)
+        .chain(crate::webhooks::ROUTES)
         .chain(crate::pages::ROUTES)
         .chain(crate::ocr::ROUTES)
 }

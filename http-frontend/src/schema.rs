@@ -546,3 +546,99 @@ pub const SEND_STATUS: Schema = Schema(|| {
         }),
     )
 });
+
+const EVENT_NAMES: &[&str] = &[
+    "member.added",
+    "member.removed",
+    "member.bounced",
+    "subscription.pending",
+    "subscription.confirmed",
+    "send.submitted",
+    "send.completed",
+    "send.failed",
+    "message.held",
+    "list.suspended",
+];
+
+fn webhook() -> Value {
+    object(
+        &[
+            "id",
+            "url",
+            "events",
+            "domain_id",
+            "list_id",
+            "created_at",
+            "last_success_at",
+            "last_error",
+            "last_error_at",
+        ],
+        json!({
+            "id": { "type": "integer" },
+            "url": { "type": "string" },
+            "events": { "type": "array", "items": enum_of(EVENT_NAMES) },
+            "domain_id": nullable("integer"),
+            "list_id": nullable("integer"),
+            "created_at": { "type": "string", "format": "date-time" },
+            "disabled_at": nullable("string"),
+            "last_success_at": nullable("string"),
+            "last_error": nullable("string"),
+            "last_error_at": nullable("string")
+        }),
+    )
+}
+
+pub const WEBHOOK: Schema = Schema(webhook);
+pub const WEBHOOK_CREATED: Schema = Schema(|| {
+    let mut v = with(
+        webhook(),
+        json!({ "secret": { "type": "string", "pattern": "^whsec_[A-Za-z0-9+/]+=*$", "description": "Standard Webhooks form; both signatures use its base64-decoded bytes as the HMAC key" } }),
+    );
+    v["required"].as_array_mut().expect("required").push(json!("secret"));
+    v
+});
+/// What the server accepts: an https URL of at most 2048 characters without whitespace or
+/// control characters; the guard then refuses internal, unresolvable and malformed hosts (422).
+pub const WEBHOOK_CREATE: Schema = Schema(|| {
+    closed(
+        &["url", "events"],
+        json!({
+            "url": { "type": "string", "maxLength": 2048, "pattern": "^[Hh][Tt][Tt][Pp][Ss]://[^\\s\\u0000-\\u001f\\u007f-\\u009f]+$" },
+            "events": { "type": "array", "minItems": 1, "items": enum_of(EVENT_NAMES) },
+            "domain_id": opt(json!({ "type": "integer", "minimum": 1, "maximum": i64::MAX })),
+            "list_id": opt(json!({ "type": "integer", "minimum": 1, "maximum": i64::MAX }))
+        }),
+    )
+});
+pub const WEBHOOK_PING: Schema = Schema(|| {
+    object(
+        &["delivered", "status", "error"],
+        json!({
+            "delivered": { "type": "boolean" },
+            "status": nullable("integer"),
+            "error": nullable("string")
+        }),
+    )
+});
+pub const DNS_CHECK: Schema = Schema(|| {
+    object(
+        &["domain", "dns_ok", "dns_checked_at", "records"],
+        json!({
+            "domain": { "type": "string" },
+            "dns_ok": { "type": "boolean" },
+            "dns_checked_at": { "type": "string", "format": "date-time" },
+            "records": { "type": "array", "items": object(
+                &["type", "name", "checked", "found", "expected", "error"],
+                json!({
+                    "type": enum_of(&["spf", "dkim", "dmarc"]),
+                    "name": { "type": "string" },
+                    "checked": { "type": "boolean" },
+                    "found": { "type": "boolean" },
+                    "expected": { "type": "string" },
+                    "values": { "type": "array", "items": { "type": "string" } },
+                    "error": nullable("string")
+                }),
+            ) }
+        }),
+    )
+});

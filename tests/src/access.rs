@@ -6,10 +6,10 @@ use courrier_core::Courrier;
 use courrier_core::access::model::{KeyScope, PermSet, Profile, Role, User};
 use courrier_core::access::principal::RequestCtx;
 use courrier_core::access::{Perm, Principal, keys, roles, users};
-use courrier_core::kernel::{DomainName, EmailAddress, ListName};
+use courrier_core::kernel::{DomainName, EmailAddress, EventName, ListName};
 use courrier_core::mailing::members::{self, AddMember};
 use courrier_core::mailing::model::{DeliveryMode, SubscriptionPolicy};
-use courrier_core::mailing::{domains, lists, sends};
+use courrier_core::mailing::{domains, lists, sends, webhooks};
 use courrier_http::routes::{self, Access, Api};
 use courrier_tests::harness::{Resp, SmtpSink, TestApp, run_cli_with_stdin};
 use serde_json::{Value, json};
@@ -187,10 +187,21 @@ fn probe(app: &TestApp, admin: &User, method: &str, path: &str, n: usize) -> (St
         .replace("{list}", "news")
         .replace("{member}", &member.to_string())
         .replace("{send}", &send.to_string());
-    let path = path.replace(
-        "{id}",
-        &if path.starts_with("/api/v1/apikeys") { dummy_key_id.to_string() } else { target.id.to_string() },
-    );
+    let id = if path.starts_with("/api/v1/apikeys") {
+        dummy_key_id.to_string()
+    } else if path.starts_with("/api/v1/webhooks/") {
+        // A closed port of 127.0.0.1 (the matrix's server allows loopback): the ping is refused at once.
+        let req = webhooks::NewWebhookRequest {
+            url: "https://127.0.0.1:9/hook".into(),
+            events: vec![EventName::ListSuspended],
+            domain_id: None,
+            list_id: None,
+        };
+        webhooks::create(core, &Principal::operator(), &RequestCtx::cli(), req).unwrap().webhook.id.to_string()
+    } else {
+        target.id.to_string()
+    };
+    let path = path.replace("{id}", &id);
     let body = match (method, path.as_str()) {
         ("POST", "/api/v1/auth/login") => Some(json!({ "email": "admin@example.org", "password": PASSWORD })),
         ("POST", "/api/v1/users") => Some(json!({ "email": format!("new{n}@example.org"), "password": PASSWORD })),
@@ -212,6 +223,9 @@ fn probe(app: &TestApp, admin: &User, method: &str, path: &str, n: usize) -> (St
             Some(json!({ "email": format!("new{n}@example.net") }))
         }
         ("POST", "/api/v1/domains/example.org/lists/news/sends") => Some(json!({ "subject": "s", "text": "t" })),
+        ("POST", "/api/v1/webhooks") => {
+            Some(json!({ "url": "https://127.0.0.1:9/hook", "events": ["list.suspended"] }))
+        }
         // A JSON string stands for a CSV document (see `call`).
         ("POST", "/api/v1/domains/example.org/lists/news/members/import") => {
             return (format!("{path}?consent_evidence=test"), Some(json!(format!("email\ncsv{n}@example.net\n"))));
@@ -252,7 +266,7 @@ fn reach_of(route: &routes::Route) -> Reach {
         if route.method == routes::Method::GET { Reach::DomainRead } else { Reach::DomainWrite }
     } else if p == "/api/v1/dashboard"
         || p == "/api/v1/system/queue"
-        || (p == "/api/v1/domains" && route.method == routes::Method::GET)
+        || ((p == "/api/v1/domains" || p == "/api/v1/webhooks") && route.method == routes::Method::GET)
     {
         Reach::Summary
     } else {
@@ -266,7 +280,10 @@ type CredentialKind = (String, Vec<(&'static str, String)>, Box<dyn Fn(&routes::
 /// Every `/api/v1` route x every kind of credential -> the status the contract names.
 #[test]
 fn authorization_matrix() {
-    let app = TestApp::spawn();
+    // Webhooks may reach loopback (their pings go to a closed port); the DNS check asks a closed
+    // port too, so it answers at once (with errors) instead of waiting on an unreachable resolver.
+    let dns = format!("127.0.0.1:{}", courrier_tests::harness::free_port());
+    let app = TestApp::spawn_with(&[("COURRIER_EGRESS_ALLOW", "127.0.0.0/8"), ("COURRIER_DNS_SERVER", &dns)]);
     let core = app.core.clone();
     let admin = make_user(&core, "admin@example.org", &[Role::SiteAdmin]);
     let ex = domain("example.org");

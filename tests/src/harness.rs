@@ -359,31 +359,35 @@ class Sink(Mailbox):
 /// The venv's python, checked once to have aiosmtpd.
 fn sink_python() -> &'static Path {
     static PYTHON: OnceLock<PathBuf> = OnceLock::new();
-    PYTHON.get_or_init(|| {
-        let venv = std::env::var_os("COURRIER_TEST_VENV").map(PathBuf::from).unwrap_or_else(|| {
-            let cache = std::env::var_os("XDG_CACHE_HOME")
-                .map(PathBuf::from)
-                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-                .expect("neither XDG_CACHE_HOME nor HOME is set");
-            cache.join("courrier-ci-venv")
-        });
-        let python = venv.join("bin/python");
-        let has_aiosmtpd = Command::new(&python)
-            .args(["-c", "import aiosmtpd"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(
-            has_aiosmtpd,
-            "the SMTP tests need aiosmtpd in the venv {}: run .ci/run once, or `{} -m pip install aiosmtpd` \
-             (after `python3 -m venv {}` if it does not exist); COURRIER_TEST_VENV names another venv",
-            venv.display(),
-            python.display(),
-            venv.display(),
-        );
-        python
-    })
+    PYTHON.get_or_init(|| venv_python("aiosmtpd"))
+}
+
+/// The CI venv's python (`$COURRIER_TEST_VENV`, else `$XDG_CACHE_HOME` or `$HOME/.cache`, +
+/// `/courrier-ci-venv`), checked to import `module`; the test fails with what to do otherwise.
+pub fn venv_python(module: &str) -> PathBuf {
+    let venv = std::env::var_os("COURRIER_TEST_VENV").map(PathBuf::from).unwrap_or_else(|| {
+        let cache = std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+            .expect("neither XDG_CACHE_HOME nor HOME is set");
+        cache.join("courrier-ci-venv")
+    });
+    let python = venv.join("bin/python");
+    let has_module = Command::new(&python)
+        .args(["-c", &format!("import {module}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        has_module,
+        "these tests need {module} in the venv {}: run .ci/run once, or `{} -m pip install {module}` \
+         (after `python3 -m venv {}` if it does not exist); COURRIER_TEST_VENV names another venv",
+        venv.display(),
+        python.display(),
+        venv.display(),
+    );
+    python
 }
 
 impl SmtpSink {

@@ -2,3 +2,4 @@
 //! in-process ([`TestApp`]) or as the real `courrier` binary ([`ProcessApp`]).
 
 pub mod harness;
+pub mod peers;

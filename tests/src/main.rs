@@ -4,6 +4,7 @@
 
 mod access;
 mod cli;
+mod dns_check;
 mod envelopes;
 mod invoices;
 mod members;
@@ -13,3 +14,4 @@ mod sends;
 mod shutdown;
 mod smtp;
 mod tidy;
+mod webhooks;

@@ -12,12 +12,33 @@ pub const LOGIN_FAILURES_PER_ADDRESS: usize = 5;
 pub const LOGIN_FAILURES_PER_SOURCE: usize = 20;
 pub const LOGIN_WINDOW_SECS: i64 = 15 * 60;
 
+/// Drops the instants that left the sliding window; refuses (with the wait until the oldest
+/// leaves it) when `allowed` remain.
+fn refuse_when_full(
+    times: &mut VecDeque<Timestamp>,
+    allowed: usize,
+    window_secs: i64,
+    now: Timestamp,
+) -> Result<(), AccessError> {
+    while times.front().is_some_and(|t| t.plus_secs(window_secs) <= now) {
+        times.pop_front();
+    }
+    if times.len() >= allowed {
+        let oldest = times.front().copied().unwrap_or(now);
+        let retry_after = (oldest.plus_secs(window_secs).unix_secs() - now.unix_secs()).max(1);
+        return Err(AccessError::RateLimited { retry_after: u64::try_from(retry_after).unwrap_or(1) });
+    }
+    Ok(())
+}
+
 #[derive(Default)]
 pub struct Limiter {
     /// key id -> (minute number, requests in that minute)
     key_windows: Mutex<HashMap<i64, (i64, u32)>>,
     /// "address:<email>" or "source:<ip>" -> failure instants, oldest first
     login_failures: Mutex<HashMap<String, VecDeque<Timestamp>>>,
+    /// Sliding windows of other operations (the DNS check), by a key naming what is counted.
+    windows: Mutex<HashMap<String, VecDeque<Timestamp>>>,
 }
 
 impl Limiter {
@@ -37,6 +58,19 @@ impl Limiter {
         Ok(())
     }
 
+    /// Counts one use of `key`; refuses it when `allowed` uses happened in the last `window_secs`.
+    pub fn take_window(&self, key: &str, allowed: usize, window_secs: i64, now: Timestamp) -> Result<(), AccessError> {
+        let mut windows = self.windows.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Forget keys whose window has passed, so the map stays the size of the recent callers.
+        if windows.len() > 10_000 {
+            windows.retain(|_, t| t.back().is_some_and(|last| last.plus_secs(window_secs) > now));
+        }
+        let times = windows.entry(key.to_owned()).or_default();
+        refuse_when_full(times, allowed, window_secs, now)?;
+        times.push_back(now);
+        Ok(())
+    }
+
     /// Refuses a login attempt while the address or the source has failed too often lately.
     pub fn check_login(&self, address: &str, source: Option<&str>, now: Timestamp) -> Result<(), AccessError> {
         let mut failures = self.login_failures.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -44,14 +78,7 @@ impl Limiter {
             .chain(source.map(|s| (format!("source:{s}"), LOGIN_FAILURES_PER_SOURCE)));
         for (key, allowed) in keys {
             if let Some(times) = failures.get_mut(&key) {
-                while times.front().is_some_and(|t| t.plus_secs(LOGIN_WINDOW_SECS) <= now) {
-                    times.pop_front();
-                }
-                if times.len() >= allowed {
-                    let oldest = times.front().copied().unwrap_or(now);
-                    let retry_after = (oldest.plus_secs(LOGIN_WINDOW_SECS).unix_secs() - now.unix_secs()).max(1);
-                    return Err(AccessError::RateLimited { retry_after: u64::try_from(retry_after).unwrap_or(1) });
-                }
+                refuse_when_full(times, allowed, LOGIN_WINDOW_SECS, now)?;
             }
         }
         Ok(())

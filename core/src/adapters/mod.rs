@@ -2,6 +2,9 @@
 //! network, the system clock). Each implements a port that core's rules use.
 
 pub mod blob_fs;
+pub mod data_key;
+pub mod dns;
+pub mod https;
 pub mod image_codec;
 pub mod openssl_dkim;
 pub mod pdf_sandbox;

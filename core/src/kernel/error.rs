@@ -87,6 +87,10 @@ codes! {
     // Invoices, cuts and usage (issue 7).
     TemplateInvalid => "template_invalid", Invalid;
     TemplateTooLarge => "template_too_large", TooLarge;
+    // Webhooks and the DNS check (issue 8).
+    UrlRefused => "url_refused", Invalid;
+    EgressFailed => "egress_failed", Unavailable;
+    DnsUnavailable => "dns_unavailable", Unavailable;
 }
 
 /// Implemented by every layer's error enum: the frontends need nothing else to render it.

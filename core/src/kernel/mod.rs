@@ -3,17 +3,22 @@
 mod audit;
 mod build_info;
 mod clock;
+mod dns;
 mod error;
 mod events;
 mod ids;
 pub(crate) mod mail;
 mod names;
 mod page;
+pub mod sealed;
 pub mod secrets;
 
 pub use audit::{Actor, AuditEntry, AuditFilter, NewAuditEntry, Outcome};
 pub use build_info::{BuildInfo, VersionInfo};
 pub use clock::{Clock, Timestamp};
+#[cfg(any(test, feature = "testing"))]
+pub use dns::TableDns;
+pub use dns::{Dns, DnsError};
 pub use error::{Code, CoreError, ErrorKind};
 pub use events::{Event, EventName, NewEvent};
 pub use ids::{AuditId, EventId, InvalidId, RequestId, parse_positive_id};

@@ -259,7 +259,7 @@ mod tests {
     use crate::access::users::{self, NewUser};
     use crate::adapters::sqlite::SqliteStore;
     use crate::kernel::Clock;
-    use crate::kernel::{BuildInfo, DomainName, EmailAddress, ListName};
+    use crate::kernel::{DomainName, EmailAddress, ListName};
     use crate::mailing::members::{self, AddMember};
     use crate::mailing::model::{DeliveryMode, SubscriptionPolicy};
     use crate::mailing::{domains, lists, sends};
@@ -280,28 +280,13 @@ mod tests {
         let clock = Arc::new(FixedClock::at(Timestamp::from_unix_secs(1_800_000_000)));
         let store = SqliteStore::open(&dir.path().join("t.db"), clock.now().unix_micros()).unwrap();
         let mail = Arc::new(RecordingTransport::default());
-        let app = Courrier {
-            store: Arc::new(store),
-            clock: clock.clone(),
-            mail: mail.clone(),
-            settings: crate::Settings {
-                public_url: "https://lists.example.org".into(),
-                mail_from: EmailAddress::parse("lists@example.org").unwrap(),
-            },
-            build: BuildInfo {
-                version: "0",
-                commit: "",
-                commit_at: None,
-                dirty: false,
-                built_at: None,
-                rustc: "",
-                platform: "",
-            },
-            limiter: Default::default(),
-            key_cache: Default::default(),
-            // Not used by delivery; the port needs a value (one Tesseract thread, no sandbox).
-            ocr: crate::adapters::ocr_services(dir.path(), "/nonexistent/courrier".into(), 1),
-        };
+        let app = crate::testing::wired(
+            dir.path(),
+            Arc::new(store),
+            clock.clone(),
+            mail.clone(),
+            crate::egress::Egress::offline(),
+        );
         let (p, ctx) = (Principal::operator(), RequestCtx::cli());
         let (d, l) = (DomainName::parse("example.org").unwrap(), ListName::parse("news").unwrap());
         let owner = EmailAddress::parse("owner@example.org").unwrap();

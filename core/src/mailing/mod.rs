@@ -10,6 +10,7 @@ pub mod dashboard;
 pub mod delivery;
 pub mod digests;
 pub mod dkim;
+pub mod dns_check;
 pub mod domains;
 pub mod export;
 pub mod idempotency;
@@ -20,6 +21,7 @@ pub mod model;
 pub mod sends;
 pub mod state;
 pub mod subscriptions;
+pub mod webhooks;
 
 use crate::access::AccessError;
 use crate::kernel::{Code, CoreError, NameError, PageError, SendError};
@@ -59,6 +61,8 @@ pub enum MailingError {
     Store(#[from] StoreError),
     #[error("the mail could not be sent: {0}")]
     Mail(#[from] SendError),
+    #[error(transparent)]
+    Egress(#[from] crate::egress::EgressError),
 }
 
 impl CoreError for MailingError {
@@ -79,6 +83,7 @@ impl CoreError for MailingError {
             MailingError::Page(e) => e.code(),
             MailingError::Store(e) => e.code(),
             MailingError::Mail(e) => e.code(),
+            MailingError::Egress(e) => e.code(),
         }
     }
 

@@ -299,3 +299,59 @@ pub struct Copy {
     pub recipient: EmailAddress,
     pub attempts: u32,
 }
+
+id_type!(
+    /// A webhook.
+    WebhookId
+);
+id_type!(
+    /// One event's delivery to one webhook (all its attempts).
+    DeliveryId
+);
+
+/// A webhook: where events go, which ones, and how its last calls went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Webhook {
+    pub id: WebhookId,
+    pub url: String,
+    pub events: Vec<crate::kernel::EventName>,
+    pub domain_id: Option<DomainId>,
+    pub list_id: Option<ListId>,
+    /// The signing secret, sealed with the data key (`kernel::sealed`), bound to the URL.
+    pub secret_sealed: String,
+    pub created_by: Option<i64>,
+    pub created_at: Timestamp,
+    pub disabled_at: Option<Timestamp>,
+    pub last_success_at: Option<Timestamp>,
+    pub last_error: Option<String>,
+    pub last_error_at: Option<Timestamp>,
+}
+
+impl Webhook {
+    /// Whether an event of this name and scope is for this webhook.
+    pub fn wants(&self, name: crate::kernel::EventName, domain_id: Option<i64>, list_id: Option<i64>) -> bool {
+        self.disabled_at.is_none()
+            && self.events.contains(&name)
+            && self.domain_id.is_none_or(|d| Some(d.get()) == domain_id)
+            && self.list_id.is_none_or(|l| Some(l.get()) == list_id)
+    }
+}
+
+wire_enum!(
+    /// A delivery: `queued` (due at its next attempt), `sending` (leased to a worker), then
+    /// `delivered` or `failed` (410, or abandoned after 24 h).
+    DeliveryState { Queued = "queued", Sending = "sending", Delivered = "delivered", Failed = "failed" }
+);
+
+/// A delivery leased to a worker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    pub id: DeliveryId,
+    pub webhook_id: WebhookId,
+    pub event_public_id: String,
+    pub event_name: String,
+    pub body: String,
+    /// Attempts so far, this one included.
+    pub attempts: u32,
+    pub created_at: Timestamp,
+}

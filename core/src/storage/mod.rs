@@ -11,9 +11,9 @@ use crate::kernel::{
     NewEvent, Page, Paged, Timestamp,
 };
 use crate::mailing::model::{
-    Consent, Copy, CopyCounts, CopyId, CopyState, DeliveryMode, Domain, DomainId, DomainStatus, DomainVisibility,
-    ListId, ListVisibility, MailingList, Member, MemberFilter, MemberId, MemberStatus, NewMember, SendId, SendRecord,
-    SendState, StatusCounts,
+    Consent, Copy, CopyCounts, CopyId, CopyState, Delivery, DeliveryId, DeliveryMode, DeliveryState, Domain, DomainId,
+    DomainStatus, DomainVisibility, ListId, ListVisibility, MailingList, Member, MemberFilter, MemberId, MemberStatus,
+    NewMember, SendId, SendRecord, SendState, StatusCounts, Webhook, WebhookId,
 };
 
 #[cfg(any(test, feature = "testing"))]
@@ -157,6 +157,7 @@ pub trait MailingRepo {
         page: Page,
     ) -> Result<Paged<Domain>, StoreError>;
     fn update_domain(&mut self, d: &Domain) -> Result<(), StoreError>;
+    fn domain_by_id(&mut self, id: DomainId) -> Result<Option<Domain>, StoreError>;
 
     /// [`StoreError::Duplicate`] when the domain has a list with this name. `list.id` is ignored.
     fn insert_list(&mut self, list: &MailingList) -> Result<ListId, StoreError>;
@@ -358,9 +359,74 @@ pub trait InvoiceRepo {
     fn delete_software(&mut self, id: &crate::ocr::software::SoftwareId) -> Result<bool, StoreError>;
 }
 
+/// A new webhook's fields.
+#[derive(Debug, Clone)]
+pub struct NewWebhook<'a> {
+    pub url: &'a str,
+    pub events: &'a [crate::kernel::EventName],
+    pub domain_id: Option<DomainId>,
+    pub list_id: Option<ListId>,
+    pub secret_sealed: &'a str,
+    pub created_by: Option<i64>,
+}
+
+/// How a call to a webhook went, as shown on the webhook.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallResult<'a> {
+    Success,
+    Error(&'a str),
+    /// The receiver answered 410 Gone: no more deliveries.
+    Gone(&'a str),
+}
+
+/// Webhooks, the outbox cursor of their fan-out, and the leased queue of their deliveries.
+pub trait WebhookRepo {
+    fn insert_webhook(&mut self, w: &NewWebhook<'_>, now: Timestamp) -> Result<WebhookId, StoreError>;
+    fn webhook_by_id(&mut self, id: WebhookId) -> Result<Option<Webhook>, StoreError>;
+    /// Every webhook, by id.
+    fn all_webhooks(&mut self) -> Result<Vec<Webhook>, StoreError>;
+    /// Deletes it and its deliveries; whether it existed.
+    fn delete_webhook(&mut self, id: WebhookId) -> Result<bool, StoreError>;
+    fn record_call(&mut self, id: WebhookId, result: CallResult<'_>, now: Timestamp) -> Result<(), StoreError>;
+    /// The last outbox event fanned out to webhooks.
+    fn webhook_cursor(&mut self) -> Result<Option<EventId>, StoreError>;
+    fn set_webhook_cursor(&mut self, to: EventId) -> Result<(), StoreError>;
+    /// Queues one event's delivery to one webhook (once: a second call changes nothing).
+    fn enqueue_delivery(
+        &mut self,
+        webhook: WebhookId,
+        event: &Event,
+        body: &str,
+        now: Timestamp,
+    ) -> Result<(), StoreError>;
+    /// Leases up to `limit` due deliveries of enabled webhooks until `lease_until`.
+    fn claim_deliveries(
+        &mut self,
+        now: Timestamp,
+        lease_until: Timestamp,
+        limit: u32,
+    ) -> Result<Vec<Delivery>, StoreError>;
+    /// Deliveries whose lease ran out go back to the queue; how many.
+    fn requeue_expired_deliveries(&mut self, now: Timestamp) -> Result<u64, StoreError>;
+    /// Records an attempt's outcome if the delivery is still leased (`false` otherwise: its lease
+    /// expired and another worker holds it now).
+    fn finish_delivery(
+        &mut self,
+        id: DeliveryId,
+        state: DeliveryState,
+        next_attempt_at: Option<Timestamp>,
+        error: Option<&str>,
+        now: Timestamp,
+    ) -> Result<bool, StoreError>;
+    /// Gives a leased delivery back to the queue, due at `now`, its claim not counted as an attempt.
+    fn release_delivery(&mut self, id: DeliveryId, now: Timestamp) -> Result<(), StoreError>;
+    /// Deliveries by state (for tests and the queue view).
+    fn delivery_counts(&mut self, webhook: WebhookId) -> Result<Vec<(DeliveryState, u64)>, StoreError>;
+}
+
 /// One transaction. Dropped without [`Tx::commit`], it rolls back.
 pub trait Tx:
-    AuditRepo + OutboxRepo + AccessRepo + MailingRepo + IdempotencyRepo + SendRepo + OcrRepo + InvoiceRepo
+    AuditRepo + OutboxRepo + AccessRepo + MailingRepo + IdempotencyRepo + SendRepo + OcrRepo + InvoiceRepo + WebhookRepo
 {
     fn commit(self: Box<Self>) -> Result<(), StoreError>;
 }

@@ -177,6 +177,13 @@ impl MailingRepo for SqliteTx {
             .map_err(map_err)
     }
 
+    fn domain_by_id(&mut self, id: DomainId) -> Result<Option<Domain>, StoreError> {
+        self.conn()
+            .prepare_cached(&format!("SELECT {DOMAIN_COLUMNS} FROM domains WHERE id = ?1"))
+            .and_then(|mut st| st.query_row([id.get()], domain_row).optional())
+            .map_err(map_err)
+    }
+
     fn list_domains(
         &mut self,
         visible: &DomainVisibility,

@@ -17,6 +17,7 @@ const MIGRATIONS: &[Migration] = &[
     Migration { version: 3, name: "lists_members", sql: include_str!("migrations/0003_lists_members.sql") },
     Migration { version: 4, name: "sends", sql: include_str!("migrations/0004_sends.sql") },
     Migration { version: 5, name: "ocr", sql: include_str!("migrations/0005_ocr.sql") },
+    Migration { version: 6, name: "webhooks", sql: include_str!("migrations/0006_webhooks.sql") },
     Migration { version: 7, name: "invoices", sql: include_str!("migrations/0007_invoices.sql") },
 ];
 

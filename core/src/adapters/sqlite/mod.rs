@@ -12,6 +12,7 @@ mod migrations;
 mod ocr;
 mod outbox;
 mod sends;
+mod webhooks;
 
 use crate::storage::{Store, StoreError, Tx};
 use r2d2::PooledConnection;

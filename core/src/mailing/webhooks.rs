@@ -1,0 +1,521 @@
+//! Webhooks: creation (the URL through the egress guard, a signing secret returned once and
+//! sealed at rest), listing, deletion, a signed test ping, and the delivery worker fed by the
+//! events outbox.
+//!
+//! Every delivery is a POST of `{"id","type","created_at","data"}` carrying two signatures made
+//! with the same key (`decisions.md`): the contract's `X-Svc-Signature: sha256=<hex HMAC-SHA256 of
+//! the raw body>`, which signs no time and so could be replayed for ever, and the Standard
+//! Webhooks headers (`webhook-id`, `webhook-timestamp`, `webhook-signature: v1,<base64 HMAC of
+//! "{id}.{timestamp}.{body}">`), which let a receiver refuse stale or repeated deliveries. The
+//! secret is `whsec_<base64 of 32 random bytes>`, as Standard Webhooks writes them; both HMACs are
+//! keyed with the 32 decoded bytes.
+//!
+//! Delivery is at least once: the worker fans new outbox events out to the webhooks that want
+//! them (one row per webhook and event, the body built once so every attempt sends the same
+//! bytes under the same `X-Svc-Delivery`), leases due deliveries (`UPDATE ... RETURNING`, like
+//! copies), POSTs outside any transaction, and records each outcome only while it still holds
+//! the lease. 2xx delivers; 410 disables the webhook; anything else retries after 30 s doubling
+//! up to 6 h (`Retry-After` of a 429 or 503 honoured when longer), and is abandoned 24 h after
+//! the event, logged and shown on the webhook (`last_error`, `last_error_at`).
+
+use super::MailingError;
+use super::delivery::backoff;
+use super::model::{Delivery, DeliveryState, DomainId, ListId, Webhook, WebhookId};
+use crate::Courrier;
+use crate::access::principal::{RequestCtx, audit_done, audited_refusal};
+use crate::access::{AccessError, Perm, Principal, Target};
+use crate::egress::{EgressError, Header, PostReply, parse_url};
+use crate::kernel::{DomainName, Event, EventName, ListName, Page, Paged, Timestamp, secrets};
+use crate::storage::{CallResult, NewWebhook, Tx, in_read, in_write};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as B64;
+use serde_json::json;
+
+/// The X-Svc-Event of the test ping (not one of the ten events: nothing subscribes to it).
+pub const PING: &str = "webhook.ping";
+const SECRET_PREFIX: &str = "whsec_";
+
+#[derive(Debug, Clone)]
+pub struct NewWebhookRequest {
+    pub url: String,
+    pub events: Vec<EventName>,
+    pub domain_id: Option<DomainId>,
+    pub list_id: Option<ListId>,
+}
+
+/// A created webhook and its secret, shown this once.
+#[derive(Debug, Clone)]
+pub struct Created {
+    pub webhook: Webhook,
+    pub secret: String,
+}
+
+/// What the test ping got.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PingOutcome {
+    pub delivered: bool,
+    pub status: Option<u16>,
+    pub error: Option<String>,
+}
+
+/// The authorisation target of a webhook's filter, by names: a list, a domain, or (no filter)
+/// the installation.
+enum Scope {
+    Installation,
+    Domain(DomainName),
+    List(DomainName, ListName),
+}
+
+impl Scope {
+    fn target(&self) -> Target<'_> {
+        match self {
+            Scope::Installation => Target::Installation,
+            Scope::Domain(d) => Target::Domain(d),
+            Scope::List(d, l) => Target::List(d, l),
+        }
+    }
+
+    fn label(&self) -> String {
+        match self {
+            Scope::Installation => "installation".into(),
+            Scope::Domain(d) => format!("domain:{d}"),
+            Scope::List(d, l) => format!("list:{l}@{d}"),
+        }
+    }
+}
+
+/// The scope a filter names; `None` when a named domain or list does not exist.
+fn scope_of(
+    tx: &mut dyn Tx,
+    domain_id: Option<DomainId>,
+    list_id: Option<ListId>,
+) -> Result<Option<(Scope, Option<DomainId>)>, MailingError> {
+    if let Some(l) = list_id {
+        let Some(list) = tx.list_by_id(l)? else { return Ok(None) };
+        if domain_id.is_some_and(|d| d != list.domain_id) {
+            return Err(MailingError::Invalid(format!(
+                "list_id {l} is not a list of domain_id {}",
+                domain_id.map_or(0, DomainId::get)
+            )));
+        }
+        return Ok(Some((Scope::List(list.domain.clone(), list.name.clone()), Some(list.domain_id))));
+    }
+    if let Some(d) = domain_id {
+        let Some(domain) = tx.domain_by_id(d)? else { return Ok(None) };
+        return Ok(Some((Scope::Domain(domain.name), Some(d))));
+    }
+    Ok(Some((Scope::Installation, None)))
+}
+
+fn new_secret() -> (String, Vec<u8>) {
+    let mut key = vec![0u8; 32];
+    secrets::fill_random(&mut key);
+    (format!("{SECRET_PREFIX}{}", B64.encode(&key)), key)
+}
+
+/// The HMAC key of a secret `whsec_<base64>`.
+pub fn secret_key(secret: &str) -> Option<Vec<u8>> {
+    B64.decode(secret.strip_prefix(SECRET_PREFIX)?).ok().filter(|k| !k.is_empty())
+}
+
+/// What binds a sealed secret to its webhook: the URL, which never changes.
+fn binding(url: &str) -> String {
+    format!("webhook:{url}")
+}
+
+pub fn create(
+    app: &Courrier,
+    p: &Principal,
+    ctx: &RequestCtx,
+    req: NewWebhookRequest,
+) -> Result<Created, MailingError> {
+    if req.events.is_empty() {
+        return Err(MailingError::Invalid("events must name at least one event".into()));
+    }
+    let found = in_read(&*app.store, |tx| scope_of(tx, req.domain_id, req.list_id))?;
+    let label = found.as_ref().map_or_else(|| "webhook".to_owned(), |(s, _)| s.label());
+    let allowed = match &found {
+        None => Err(AccessError::NotFound(if req.list_id.is_some() { "list" } else { "domain" })),
+        Some((scope, _)) => p.authorize(Perm::Manage, &scope.target(), "webhook scope"),
+    };
+    allowed.map_err(|e| MailingError::Access(audited_refusal(app, p, ctx, "webhook.create", &label, e)))?;
+    let Some((_, domain_id)) = found else { return Err(MailingError::NotFound("domain")) };
+    // The guard: HTTPS, resolvable, and only to addresses outside the exclusion list.
+    let url = app.egress.check(&req.url)?.normalized();
+    let mut events = req.events.clone();
+    events.sort_by_key(|e| e.as_str());
+    events.dedup();
+    let (secret, key) = new_secret();
+    let sealed = app.data_key.seal(&key, &binding(&url));
+    let now = app.clock.now();
+    let webhook = in_write(&*app.store, |tx| {
+        let new = NewWebhook {
+            url: &url,
+            events: &events,
+            domain_id,
+            list_id: req.list_id,
+            secret_sealed: &sealed,
+            created_by: p.actor().user_id,
+        };
+        let id = tx.insert_webhook(&new, now)?;
+        audit_done(tx, p, ctx, now, "webhook.create", &format!("webhook:{id}"))?;
+        tx.webhook_by_id(id)?.ok_or(MailingError::NotFound("webhook"))
+    })?;
+    Ok(Created { webhook, secret })
+}
+
+fn scope_of_webhook(tx: &mut dyn Tx, w: &Webhook) -> Result<Option<Scope>, MailingError> {
+    Ok(scope_of(tx, w.domain_id, w.list_id)?.map(|(s, _)| s))
+}
+
+/// The webhooks the caller manages (those whose scope it holds `manage` on), by id.
+pub fn list(app: &Courrier, p: &Principal, page: Page) -> Result<Paged<Webhook>, MailingError> {
+    if !p.credential_perms().contains(Perm::Manage) {
+        return Err(AccessError::Forbidden("this needs the manage permission".into()).into());
+    }
+    let visible: Vec<Webhook> = in_read(&*app.store, |tx| {
+        let mut out = Vec::new();
+        for w in tx.all_webhooks()? {
+            let Some(scope) = scope_of_webhook(tx, &w)? else { continue };
+            if p.authorize(Perm::Manage, &scope.target(), "webhook").is_ok() {
+                out.push(w);
+            }
+        }
+        Ok::<_, MailingError>(out)
+    })?;
+    let total = visible.len() as u64;
+    let items = visible
+        .into_iter()
+        .skip(usize::try_from(page.offset()).unwrap_or(usize::MAX))
+        .take(page.limit() as usize)
+        .collect();
+    Ok(Paged { items, total, page })
+}
+
+/// Loads a webhook the caller manages: 404 when unknown or out of reach, 403 inside without
+/// `manage`; refusals audited.
+fn authorized(
+    app: &Courrier,
+    p: &Principal,
+    ctx: &RequestCtx,
+    id: WebhookId,
+    action: &str,
+) -> Result<Webhook, MailingError> {
+    let found = in_read(&*app.store, |tx| {
+        let Some(w) = tx.webhook_by_id(id)? else { return Ok(None) };
+        Ok::<_, MailingError>(scope_of_webhook(tx, &w)?.map(|s| (w, s)))
+    })?;
+    let checked = match &found {
+        None => Err(AccessError::NotFound("webhook")),
+        Some((_, scope)) => p.authorize(Perm::Manage, &scope.target(), "webhook"),
+    };
+    checked.map_err(|e| MailingError::Access(audited_refusal(app, p, ctx, action, &format!("webhook:{id}"), e)))?;
+    found.map(|(w, _)| w).ok_or(MailingError::NotFound("webhook"))
+}
+
+pub fn delete(app: &Courrier, p: &Principal, ctx: &RequestCtx, id: WebhookId) -> Result<(), MailingError> {
+    authorized(app, p, ctx, id, "webhook.delete")?;
+    let now = app.clock.now();
+    in_write(&*app.store, |tx| {
+        if !tx.delete_webhook(id)? {
+            return Err(MailingError::NotFound("webhook"));
+        }
+        audit_done(tx, p, ctx, now, "webhook.delete", &format!("webhook:{id}"))?;
+        Ok(())
+    })
+}
+
+/// Signs and sends a ping now, and shows what the receiver answered (also recorded on the
+/// webhook, like any delivery).
+pub fn test(app: &Courrier, p: &Principal, ctx: &RequestCtx, id: WebhookId) -> Result<PingOutcome, MailingError> {
+    let w = authorized(app, p, ctx, id, "webhook.test")?;
+    let now = app.clock.now();
+    in_write(&*app.store, |tx| {
+        Ok::<_, MailingError>(audit_done(tx, p, ctx, now, "webhook.test", &format!("webhook:{id}"))?)
+    })?;
+    let event_id = format!("evt_{}", secrets::random_hex(16));
+    let body = json!({
+        "id": event_id,
+        "type": PING,
+        "created_at": now.to_rfc3339(),
+        "data": { "webhook_id": w.id.get(), "url": w.url },
+    })
+    .to_string();
+    let result = post(app, &w, PING, &event_id, &body);
+    let done = app.clock.now();
+    let outcome = match &result {
+        Ok(r) if (200..300).contains(&r.status) => PingOutcome { delivered: true, status: Some(r.status), error: None },
+        Ok(r) => PingOutcome { delivered: false, status: Some(r.status), error: Some(status_error(r.status)) },
+        Err(e) => PingOutcome { delivered: false, status: None, error: Some(e.to_string()) },
+    };
+    in_write(&*app.store, |tx| {
+        let call = match &outcome.error {
+            None => CallResult::Success,
+            Some(e) => CallResult::Error(e),
+        };
+        Ok::<_, MailingError>(tx.record_call(w.id, call, done)?)
+    })?;
+    Ok(outcome)
+}
+
+fn status_error(status: u16) -> String {
+    match status {
+        300..=399 => format!("HTTP {status} (redirects are not followed)"),
+        _ => format!("HTTP {status}"),
+    }
+}
+
+/// `sha256=<hex HMAC-SHA256(key, body)>`: the contract's `X-Svc-Signature`.
+pub fn svc_signature(key: &[u8], body: &[u8]) -> String {
+    let tag = ring::hmac::sign(&ring::hmac::Key::new(ring::hmac::HMAC_SHA256, key), body);
+    let hex: String = tag.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256={hex}")
+}
+
+/// `v1,<base64 HMAC-SHA256(key, "{id}.{timestamp}.{body}")>`: Standard Webhooks' signature.
+pub fn standard_signature(key: &[u8], id: &str, timestamp: i64, body: &[u8]) -> String {
+    let mut ctx = ring::hmac::Context::with_key(&ring::hmac::Key::new(ring::hmac::HMAC_SHA256, key));
+    ctx.update(id.as_bytes());
+    ctx.update(b".");
+    ctx.update(timestamp.to_string().as_bytes());
+    ctx.update(b".");
+    ctx.update(body);
+    format!("v1,{}", B64.encode(ctx.sign().as_ref()))
+}
+
+/// The headers of one attempt: both signatures, the timestamp of now.
+pub fn signed_headers(key: &[u8], event: &str, id: &str, timestamp: i64, body: &[u8]) -> Vec<Header> {
+    vec![
+        ("X-Svc-Event", event.to_owned()),
+        ("X-Svc-Delivery", id.to_owned()),
+        ("X-Svc-Signature", svc_signature(key, body)),
+        ("webhook-id", id.to_owned()),
+        ("webhook-timestamp", timestamp.to_string()),
+        ("webhook-signature", standard_signature(key, id, timestamp, body)),
+    ]
+}
+
+/// One signed POST to a webhook (the URL re-checked by the guard now).
+fn post(app: &Courrier, w: &Webhook, event: &str, id: &str, body: &str) -> Result<PostReply, DeliveryFailure> {
+    let key =
+        app.data_key.open(&w.secret_sealed, &binding(&w.url)).map_err(|e| DeliveryFailure::Secret(e.to_string()))?;
+    let url = parse_url(&w.url)?;
+    let headers = signed_headers(&key, event, id, app.clock.now().unix_secs(), body.as_bytes());
+    Ok(app.egress.post(&url, &headers, body.as_bytes())?)
+}
+
+#[derive(Debug, thiserror::Error)]
+enum DeliveryFailure {
+    #[error(transparent)]
+    Egress(#[from] EgressError),
+    #[error("the webhook's secret cannot be opened: {0}")]
+    Secret(String),
+}
+
+/// The delivery worker's settings.
+#[derive(Debug, Clone, Copy)]
+pub struct WebhookConfig {
+    /// Deliveries leased per round.
+    pub batch: u32,
+    /// A leased delivery is the worker's for this long (well over a POST's bounded time).
+    pub lease_secs: i64,
+    /// The first retry waits this long, doubling per attempt up to six hours.
+    pub retry_base_secs: i64,
+    /// A delivery still failing this long after its event is abandoned.
+    pub give_up_secs: i64,
+}
+
+impl Default for WebhookConfig {
+    fn default() -> Self {
+        Self { batch: 50, lease_secs: 120, retry_base_secs: 30, give_up_secs: 24 * 3600 }
+    }
+}
+
+/// What one round did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Round {
+    pub fanned_out: u64,
+    pub claimed: u64,
+    pub delivered: u64,
+    pub retrying: u64,
+    pub failed: u64,
+    pub requeued: u64,
+}
+
+/// The body of an event's delivery.
+pub fn event_body(e: &Event) -> String {
+    json!({ "id": e.public_id, "type": e.name.as_str(), "created_at": e.at.to_rfc3339(), "data": e.data }).to_string()
+}
+
+/// Fans the outbox's new events out to the webhooks that want them; how many deliveries.
+fn fan_out(tx: &mut dyn Tx, now: Timestamp) -> Result<u64, MailingError> {
+    let mut queued = 0;
+    let mut hooks: Option<Vec<Webhook>> = None;
+    loop {
+        let cursor = tx.webhook_cursor()?;
+        let events = tx.events_after(cursor, 500)?;
+        let Some(last) = events.last().map(|e| e.id) else { return Ok(queued) };
+        let hooks = match &hooks {
+            Some(h) => h,
+            None => hooks.insert(tx.all_webhooks()?),
+        };
+        for e in &events {
+            // A webhook receives the events recorded after it was created, not before.
+            for w in hooks.iter().filter(|w| w.created_at <= e.at && w.wants(e.name, e.domain_id, e.list_id)) {
+                tx.enqueue_delivery(w.id, e, &event_body(e), now)?;
+                queued += 1;
+            }
+        }
+        tx.set_webhook_cursor(last)?;
+        if events.len() < 500 {
+            return Ok(queued);
+        }
+    }
+}
+
+/// One round: fan out new events, requeue expired leases, lease a batch, POST each, record.
+pub fn run_once(app: &Courrier, cfg: &WebhookConfig) -> Result<Round, MailingError> {
+    let now = app.clock.now();
+    let mut round = Round::default();
+    let (claimed, hooks) = in_write(&*app.store, |tx| {
+        round.fanned_out = fan_out(tx, now)?;
+        round.requeued = tx.requeue_expired_deliveries(now)?;
+        let claimed = tx.claim_deliveries(now, now.plus_secs(cfg.lease_secs), cfg.batch)?;
+        let mut hooks = std::collections::HashMap::new();
+        for d in &claimed {
+            if let std::collections::hash_map::Entry::Vacant(e) = hooks.entry(d.webhook_id.get())
+                && let Some(w) = tx.webhook_by_id(d.webhook_id)?
+            {
+                e.insert(w);
+            }
+        }
+        Ok::<_, MailingError>((claimed, hooks))
+    })?;
+    round.claimed = claimed.len() as u64;
+    // Outcomes are recorded together, at most a second apart: one commit (an fsync) per delivery
+    // capped the worker at about 200 deliveries/s (BENCHMARKS.md). A crash before the record only
+    // repeats deliveries, which at-least-once allows.
+    let mut pending: Vec<Recorded> = Vec::new();
+    let mut flushed_at = now;
+    // Past half the lease, the rest of the batch goes back to the queue rather than risk a POST
+    // whose lease another worker may take over (slow receivers hold the whole batch up).
+    let stop_at = now.plus_secs(cfg.lease_secs / 2);
+    for (i, d) in claimed.iter().enumerate() {
+        if app.clock.now() >= stop_at {
+            let later: Vec<&Delivery> = claimed[i..].iter().collect();
+            release(app, &later)?;
+            round.requeued += later.len() as u64;
+            break;
+        }
+        let Some(w) = hooks.get(&d.webhook_id.get()) else { continue };
+        let result = post(app, w, &d.event_name, &d.event_public_id, &d.body);
+        let done = app.clock.now();
+        let (state, next, error) = outcome(cfg, d, &result, done);
+        if let Some(e) = &error {
+            tracing::warn!(webhook = w.id.get(), delivery = %d.event_public_id, attempt = d.attempts, error = %e, "webhook delivery failed");
+        }
+        let call = match (&result, &error) {
+            (Ok(r), Some(_)) if r.status == 410 => Call::Gone,
+            (_, Some(_)) => Call::Error,
+            (_, None) => Call::Success,
+        };
+        pending.push(Recorded { delivery: d.id, webhook: w.id, state, next, error, call, at: done });
+        if done >= flushed_at.plus_secs(1) {
+            record(app, &mut pending, &mut round)?;
+            flushed_at = done;
+        }
+    }
+    record(app, &mut pending, &mut round)?;
+    Ok(round)
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Call {
+    Success,
+    Error,
+    Gone,
+}
+
+/// An attempt's outcome, waiting to be recorded.
+struct Recorded {
+    delivery: super::model::DeliveryId,
+    webhook: WebhookId,
+    state: DeliveryState,
+    next: Option<Timestamp>,
+    error: Option<String>,
+    call: Call,
+    at: Timestamp,
+}
+
+/// Records the outcomes in one transaction, each only if its delivery is still leased (else its
+/// lease expired and another worker holds it now).
+fn record(app: &Courrier, pending: &mut Vec<Recorded>, round: &mut Round) -> Result<(), MailingError> {
+    if pending.is_empty() {
+        return Ok(());
+    }
+    in_write(&*app.store, |tx| {
+        for r in pending.iter() {
+            if tx.finish_delivery(r.delivery, r.state, r.next, r.error.as_deref(), r.at)? {
+                let error = r.error.as_deref().unwrap_or("");
+                let call = match r.call {
+                    Call::Success => CallResult::Success,
+                    Call::Error => CallResult::Error(error),
+                    Call::Gone => CallResult::Gone(error),
+                };
+                tx.record_call(r.webhook, call, r.at)?;
+                match r.state {
+                    DeliveryState::Delivered => round.delivered += 1,
+                    DeliveryState::Queued => round.retrying += 1,
+                    _ => round.failed += 1,
+                }
+            }
+        }
+        Ok::<_, MailingError>(())
+    })?;
+    pending.clear();
+    Ok(())
+}
+
+/// Gives leased deliveries back to the queue, due now, untried.
+fn release(app: &Courrier, deliveries: &[&Delivery]) -> Result<(), MailingError> {
+    let now = app.clock.now();
+    in_write(&*app.store, |tx| {
+        for d in deliveries {
+            tx.release_delivery(d.id, now)?;
+        }
+        Ok::<_, MailingError>(())
+    })
+}
+
+/// What an attempt's result makes of the delivery: its next state, when to retry, the error.
+fn outcome(
+    cfg: &WebhookConfig,
+    d: &Delivery,
+    result: &Result<PostReply, DeliveryFailure>,
+    now: Timestamp,
+) -> (DeliveryState, Option<Timestamp>, Option<String>) {
+    let (error, retry_after) = match result {
+        Ok(r) if (200..300).contains(&r.status) => return (DeliveryState::Delivered, None, None),
+        Ok(r) if r.status == 410 => {
+            return (DeliveryState::Failed, None, Some("HTTP 410: the receiver is gone; webhook disabled".into()));
+        }
+        Ok(r) if r.status == 429 || r.status == 503 => (status_error(r.status), r.retry_after),
+        Ok(r) => (status_error(r.status), None),
+        Err(e) => (e.to_string(), None),
+    };
+    let wait = backoff(cfg.retry_base_secs, d.attempts)
+        .max(retry_after.map_or(0, |s| i64::try_from(s.min(6 * 3600)).unwrap_or(0)));
+    let next = now.plus_secs(wait);
+    if next >= d.created_at.plus_secs(cfg.give_up_secs) {
+        let hours = cfg.give_up_secs / 3600;
+        return (
+            DeliveryState::Failed,
+            None,
+            Some(format!("abandoned after {hours} h and {} attempts: {error}", d.attempts)),
+        );
+    }
+    (DeliveryState::Queued, Some(next), Some(error))
+}
+
+#[cfg(test)]
+mod tests;
