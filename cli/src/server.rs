@@ -51,6 +51,7 @@ pub fn wire(config: &Config, build: BuildInfo) -> Result<Arc<Courrier>, CliError
         ocr,
         egress,
         data_key,
+        dkim: Arc::new(courrier_core::adapters::openssl_dkim::OpensslKeyMaker::default()),
     }))
 }
 

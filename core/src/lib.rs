@@ -30,8 +30,10 @@ pub struct Courrier {
     pub ocr: ocr::OcrServices,
     /// Outgoing calls to hosts users choose (webhooks), and the resolver of the DNS check.
     pub egress: egress::Egress,
-    /// Seals secrets kept for later use (webhook secrets).
+    /// Seals secrets kept for later use (webhook secrets, DKIM private keys).
     pub data_key: kernel::sealed::DataKey,
+    /// Makes the domains' DKIM key pairs.
+    pub dkim: Arc<dyn mailing::dkim::DkimKeyMaker>,
 }
 
 /// Installation settings the rules need.

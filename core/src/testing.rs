@@ -63,5 +63,6 @@ pub fn wired(
         ocr: crate::adapters::ocr_services(dir, "/nonexistent/courrier".into(), 1),
         egress,
         data_key: crate::kernel::sealed::DataKey::generate().1,
+        dkim: std::sync::Arc::new(crate::adapters::openssl_dkim::OpensslKeyMaker::default()),
     }
 }

@@ -97,9 +97,22 @@ pub fn domain(d: &Domain) -> Value {
         "default_subscription_policy": d.default_subscription_policy.as_str(),
         "dns_ok": d.dns_ok,
         "dns_checked_at": time(d.dns_checked_at),
+        "dkim_record": dkim_record(d),
         "created_at": d.created_at.to_rfc3339(),
         "updated_at": d.updated_at.to_rfc3339(),
     })
+}
+
+/// The TXT record the operator publishes for the domain's current selector, once its key exists.
+fn dkim_record(d: &Domain) -> Value {
+    match (&d.dkim_selector, &d.dkim_public_key) {
+        (Some(selector), Some((made_for, key))) if selector == made_for => json!({
+            "name": format!("{selector}._domainkey.{}", d.name),
+            "type": "TXT",
+            "value": format!("v=DKIM1; k=rsa; p={key}"),
+        }),
+        _ => Value::Null,
+    }
 }
 
 /// The contract's List summary.

@@ -92,6 +92,7 @@ fn start(limits: ServerLimits, body_read_timeout: Duration) -> Probe {
         ocr: courrier_core::adapters::ocr_services(dir.path(), "/nonexistent/courrier".into(), 1),
         egress: courrier_core::egress::Egress::offline(),
         data_key: courrier_core::kernel::sealed::DataKey::generate().1,
+        dkim: Arc::new(courrier_core::adapters::openssl_dkim::OpensslKeyMaker::default()),
     });
     let mut state = AppState::new(app);
     state.body_read_timeout = body_read_timeout;

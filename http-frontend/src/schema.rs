@@ -333,6 +333,15 @@ fn domain_obj() -> Value {
             "default_subscription_policy": enum_of(SUBSCRIPTION_POLICIES),
             "dns_ok": nullable("boolean"),
             "dns_checked_at": nullable("string"),
+            "dkim_record": {
+                "description": "the TXT record to publish for the selector's key; null without a selector",
+                "anyOf": [
+                    { "type": "null" },
+                    object(&["name", "type", "value"], json!({
+                        "name": { "type": "string" }, "type": { "type": "string", "const": "TXT" }, "value": { "type": "string" }
+                    }))
+                ]
+            },
             "created_at": { "type": "string", "format": "date-time" },
             "updated_at": { "type": "string", "format": "date-time" }
         }),

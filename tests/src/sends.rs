@@ -418,3 +418,69 @@ fn a_server_killed_mid_delivery_loses_no_copy_and_completes_the_send_once() {
     }
     assert_eq!(completed, 1, "send.completed recorded exactly once");
 }
+
+/// dkimpy's verdict on a delivered message, the selector's record given as published.
+fn dkimpy_verifies(message: &str, record: &str) -> bool {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    // The sink appends its own X-Peer/X-MailFrom/X-RcptTo headers after the message's: a relay's
+    // additions, which DKIM tolerates as long as they are not signed.
+    std::fs::write(file.path(), message).unwrap();
+    let script = courrier_tests::harness::workspace_root().join("tests/peers/dkim_verify.py");
+    let out = std::process::Command::new(courrier_tests::harness::venv_python("dkim"))
+        .arg(&script)
+        .arg(file.path())
+        .arg(record)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim() == "ok"
+}
+
+#[test]
+fn copies_are_dkim_signed_with_the_domains_key_and_dkimpy_verifies_them() {
+    let sink = SmtpSink::start();
+    let (app, key) = setup(&sink, &[]);
+    // The domain has no selector yet: no record, unsigned copies.
+    let d = get(&app, &key, "/api/v1/domains/example.org");
+    assert_eq!(d["dkim_record"], Value::Null, "{d}");
+    let r =
+        call(&app, "PATCH", "/api/v1/domains/example.org", &[bearer(&key)], Some(&json!({ "dkim_selector": "s2026" })));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let record = r.json()["data"]["dkim_record"].clone();
+    assert_eq!(record["name"], "s2026._domainkey.example.org", "{record}");
+    let txt = record["value"].as_str().unwrap().to_owned();
+    assert!(txt.starts_with("v=DKIM1; k=rsa; p=MII"), "{txt}");
+    // The same selector again keeps the key; the record is shown on every read.
+    let again =
+        call(&app, "PATCH", "/api/v1/domains/example.org", &[bearer(&key)], Some(&json!({ "dkim_selector": "s2026" })));
+    assert_eq!(again.json()["data"]["dkim_record"]["value"], txt.as_str());
+
+    add(&app, &key, "ann@example.net", "regular");
+    let (id, _) = submit(&app, &key, "Signed");
+    wait_send(&app, &key, id, |s| s["state"] == "completed");
+    let message = sink.wait_for(1, Duration::from_secs(20)).pop().unwrap();
+    let sig = header(&message, "DKIM-Signature").expect("signed");
+    assert!(sig.contains("d=example.org") && sig.contains("s=s2026"), "{sig}");
+    for signed in ["list-unsubscribe", "list-unsubscribe-post", "list-id", "from", "subject"] {
+        assert!(sig.contains(signed), "{signed} is signed: {sig}");
+    }
+    assert!(dkimpy_verifies(&message, &txt), "dkimpy verifies the copy");
+    // A changed body or another key fails.
+    assert!(!dkimpy_verifies(&message.replace("Hello all", "Hello some"), &txt));
+    let other = "v=DKIM1; k=rsa; p=MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEAtamperedtamperedtamperedtampered";
+    assert!(!dkimpy_verifies(&message, other));
+
+    // A new selector makes a new key.
+    let rotated =
+        call(&app, "PATCH", "/api/v1/domains/example.org", &[bearer(&key)], Some(&json!({ "dkim_selector": "s2027" })));
+    let new_txt = rotated.json()["data"]["dkim_record"]["value"].as_str().unwrap().to_owned();
+    assert_ne!(new_txt, txt);
+    // Without a selector, copies go unsigned.
+    let cleared =
+        call(&app, "PATCH", "/api/v1/domains/example.org", &[bearer(&key)], Some(&json!({ "dkim_selector": null })));
+    assert_eq!(cleared.json()["data"]["dkim_record"], Value::Null);
+    let (id, _) = submit(&app, &key, "Unsigned");
+    wait_send(&app, &key, id, |s| s["state"] == "completed");
+    let all = sink.wait_for(2, Duration::from_secs(20));
+    let unsigned = all.iter().find(|m| header(m, "Subject") == Some("Unsigned")).expect("the second copy");
+    assert_eq!(header(unsigned, "DKIM-Signature"), None, "{unsigned}");
+}

@@ -91,6 +91,8 @@ codes! {
     UrlRefused => "url_refused", Invalid;
     EgressFailed => "egress_failed", Unavailable;
     DnsUnavailable => "dns_unavailable", Unavailable;
+    // A domain's DKIM key could not be made or read (issue 5).
+    DkimUnavailable => "dkim_unavailable", Unavailable;
 }
 
 /// Implemented by every layer's error enum: the frontends need nothing else to render it.

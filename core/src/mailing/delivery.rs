@@ -5,9 +5,9 @@
 
 use super::MailingError;
 use super::compose::{self, compose};
-use super::lists;
 use super::model::{CopyState, MailingList, SendRecord, SendState};
 use super::state::{self, MemberState, Trigger};
+use super::{dkim, lists};
 use crate::Courrier;
 use crate::kernel::{EventName, SendError, Timestamp, secrets};
 use crate::storage::{in_read, in_write};
@@ -65,6 +65,7 @@ pub fn run_once(app: &Courrier, cfg: &DeliveryConfig) -> Result<Round, MailingEr
         let copies = tx.claim_copies(now, now.plus_secs(cfg.lease_secs), cfg.batch, cfg.domain_concurrency)?;
         let mut sends: HashMap<i64, SendRecord> = HashMap::new();
         let mut lists: HashMap<i64, MailingList> = HashMap::new();
+        let mut signers: HashMap<i64, Option<dkim::Signer>> = HashMap::new();
         let mut prepared = Vec::with_capacity(copies.len());
         for copy in copies {
             if let std::collections::hash_map::Entry::Vacant(e) = sends.entry(copy.send_id.get())
@@ -76,6 +77,9 @@ pub fn run_once(app: &Courrier, cfg: &DeliveryConfig) -> Result<Round, MailingEr
             if let std::collections::hash_map::Entry::Vacant(e) = lists.entry(copy.list_id.get())
                 && let Some(l) = tx.list_by_id(copy.list_id)?
             {
+                if let std::collections::hash_map::Entry::Vacant(s) = signers.entry(l.domain_id.get()) {
+                    s.insert(dkim::signer_for(app, tx, l.domain_id)?);
+                }
                 e.insert(l);
             }
             // Each copy carries its own unsubscription link, stored hashed like every token.
@@ -91,9 +95,9 @@ pub fn run_once(app: &Courrier, cfg: &DeliveryConfig) -> Result<Round, MailingEr
             )?;
             prepared.push((copy, token));
         }
-        Ok::<_, MailingError>((prepared, sends, lists))
+        Ok::<_, MailingError>((prepared, sends, lists, signers))
     })?;
-    let (prepared, sends, lists) = claimed;
+    let (prepared, sends, lists, signers) = claimed;
     round.claimed = prepared.len() as u64;
     let mut outcomes = Vec::with_capacity(prepared.len());
     for (copy, token) in &prepared {
@@ -102,7 +106,7 @@ pub fn run_once(app: &Courrier, cfg: &DeliveryConfig) -> Result<Round, MailingEr
             continue;
         };
         let url = format!("{}/p/unsubscribe/{token}", app.settings.public_url);
-        let message = compose(&compose::Copy {
+        let mut message = compose(&compose::Copy {
             list,
             send,
             copy_id: copy.id.get(),
@@ -110,6 +114,7 @@ pub fn run_once(app: &Courrier, cfg: &DeliveryConfig) -> Result<Round, MailingEr
             unsubscribe_url: &url,
             now,
         });
+        dkim::sign_message(signers.get(&list.domain_id.get()).and_then(Option::as_ref), &mut message, now);
         let outcome = match app.mail.send(&message) {
             Ok(()) => (copy.id, CopyState::Sent, None, None),
             Err(SendError::Permanent(e)) => (copy.id, CopyState::Failed, None, Some(e)),

@@ -1,8 +1,8 @@
 //! Sending domains: created `pending_mta` by a site administrator, read and changed by whoever
 //! administers them.
 
-use super::MailingError;
-use super::model::{Domain, DomainStatus, DomainVisibility, SubscriptionPolicy};
+use super::model::{Domain, DomainId, DomainStatus, DomainVisibility, SubscriptionPolicy};
+use super::{MailingError, dkim};
 use crate::Courrier;
 use crate::access::model::KeyScope;
 use crate::access::principal::{RequestCtx, audit_done, audited_refusal};
@@ -93,6 +93,8 @@ pub fn create(app: &Courrier, p: &Principal, ctx: &RequestCtx, req: NewDomainReq
     if let Some(s) = &req.dkim_selector {
         check_selector(s)?;
     }
+    // Made before the transaction: key generation runs a process and takes a fraction of a second.
+    let key = req.dkim_selector.as_ref().map(|_| app.dkim.make()).transpose()?;
     let now = app.clock.now();
     in_write(&*app.store, |tx| {
         let new = NewDomain {
@@ -106,8 +108,30 @@ pub fn create(app: &Courrier, p: &Principal, ctx: &RequestCtx, req: NewDomainReq
             other => other.into(),
         })?;
         audit_done(tx, p, ctx, now, "domain.create", &target)?;
+        let d = tx.domain_by_name(&req.name)?.ok_or(MailingError::NotFound("domain"))?;
+        if let (Some(selector), Some(pair)) = (&req.dkim_selector, &key) {
+            store_key(app, tx, d.id, selector, pair)?;
+        }
         tx.domain_by_name(&req.name)?.ok_or(MailingError::NotFound("domain"))
     })
+}
+
+/// What a sealed DKIM private key is bound to: opened for another domain or selector, it fails.
+pub(crate) fn dkim_binding(id: DomainId, selector: &str) -> String {
+    format!("dkim:{}:{selector}", id.get())
+}
+
+fn store_key(
+    app: &Courrier,
+    tx: &mut dyn crate::storage::Tx,
+    id: DomainId,
+    selector: &str,
+    pair: &dkim::KeyPair,
+) -> Result<(), MailingError> {
+    use base64::Engine as _;
+    let sealed = app.data_key.seal(&pair.private_der, &dkim_binding(id, selector));
+    let public = base64::engine::general_purpose::STANDARD.encode(&pair.public_spki);
+    Ok(tx.set_domain_dkim_key(id, selector, &sealed, &public)?)
 }
 
 pub fn get(app: &Courrier, p: &Principal, ctx: &RequestCtx, name: &DomainName) -> Result<Domain, MailingError> {
@@ -121,10 +145,17 @@ pub fn update(
     name: &DomainName,
     patch: DomainPatch,
 ) -> Result<Domain, MailingError> {
-    authorized(app, p, ctx, Perm::Manage, name, "domain.update")?;
+    let current = authorized(app, p, ctx, Perm::Manage, name, "domain.update")?;
     if let Some(Some(s)) = &patch.dkim_selector {
         check_selector(s)?;
     }
+    // A new selector gets a new key (rotation: publish the new record, then switch selectors).
+    let key = match &patch.dkim_selector {
+        Some(Some(s)) if current.dkim_public_key.as_ref().is_none_or(|(made_for, _)| made_for != s) => {
+            Some(app.dkim.make()?)
+        }
+        _ => None,
+    };
     let now = app.clock.now();
     in_write(&*app.store, |tx| {
         // Read again under the write lock: the change applies to the current record.
@@ -133,6 +164,9 @@ pub fn update(
             d.status = s;
         }
         if let Some(sel) = patch.dkim_selector {
+            if let (Some(selector), Some(pair)) = (&sel, &key) {
+                store_key(app, tx, d.id, selector, pair)?;
+            }
             d.dkim_selector = sel;
         }
         if let Some(pol) = patch.default_subscription_policy {
@@ -141,7 +175,7 @@ pub fn update(
         d.updated_at = now;
         tx.update_domain(&d)?;
         audit_done(tx, p, ctx, now, "domain.update", &format!("domain:{name}"))?;
-        Ok(d)
+        Ok(tx.domain_by_name(name)?.unwrap_or(d))
     })
 }
 

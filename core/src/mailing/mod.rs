@@ -54,6 +54,8 @@ pub enum MailingError {
     )]
     DocumentTooLarge { limit_mib: u64, imported: u64 },
     #[error(transparent)]
+    Dkim(#[from] dkim::DkimError),
+    #[error(transparent)]
     Name(#[from] NameError),
     #[error(transparent)]
     Page(#[from] PageError),
@@ -84,6 +86,7 @@ impl CoreError for MailingError {
             MailingError::Store(e) => e.code(),
             MailingError::Mail(e) => e.code(),
             MailingError::Egress(e) => e.code(),
+            MailingError::Dkim(_) => Code::DkimUnavailable,
         }
     }
 

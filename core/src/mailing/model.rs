@@ -78,6 +78,9 @@ pub struct Domain {
     pub default_subscription_policy: SubscriptionPolicy,
     pub dns_ok: Option<bool>,
     pub dns_checked_at: Option<Timestamp>,
+    /// The public half of the domain's DKIM key (SubjectPublicKeyInfo, base64) and the selector
+    /// it was made for; `None` until a selector is set.
+    pub dkim_public_key: Option<(String, String)>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }

@@ -157,6 +157,16 @@ pub trait MailingRepo {
         page: Page,
     ) -> Result<Paged<Domain>, StoreError>;
     fn update_domain(&mut self, d: &Domain) -> Result<(), StoreError>;
+    /// Stores the domain's DKIM key pair made for `selector` (the private key sealed).
+    fn set_domain_dkim_key(
+        &mut self,
+        id: DomainId,
+        selector: &str,
+        private_sealed: &str,
+        public_key: &str,
+    ) -> Result<(), StoreError>;
+    /// The domain's sealed DKIM private key and the selector it was made for.
+    fn domain_dkim_private(&mut self, id: DomainId) -> Result<Option<(String, String)>, StoreError>;
     fn domain_by_id(&mut self, id: DomainId) -> Result<Option<Domain>, StoreError>;
 
     /// [`StoreError::Duplicate`] when the domain has a list with this name. `list.id` is ignored.

@@ -14,8 +14,8 @@ fn parsed<T>(what: &str, raw: &str, parse: impl Fn(&str) -> Option<T>) -> rusqli
     parse(raw).ok_or_else(|| corrupt(what, raw))
 }
 
-const DOMAIN_COLUMNS: &str =
-    "id, name, status, dkim_selector, default_subscription_policy, dns_ok, dns_checked_at, created_at, updated_at";
+const DOMAIN_COLUMNS: &str = "id, name, status, dkim_selector, default_subscription_policy, dns_ok, dns_checked_at, \
+    created_at, updated_at, dkim_key_selector, dkim_public_key";
 
 fn domain_row(r: &Row<'_>) -> rusqlite::Result<Domain> {
     let name: String = r.get(1)?;
@@ -29,6 +29,10 @@ fn domain_row(r: &Row<'_>) -> rusqlite::Result<Domain> {
         dns_checked_at: ts(r.get(6)?),
         created_at: Timestamp::from_unix_micros(r.get(7)?),
         updated_at: Timestamp::from_unix_micros(r.get(8)?),
+        dkim_public_key: match (r.get::<_, Option<String>>(9)?, r.get::<_, Option<String>>(10)?) {
+            (Some(selector), Some(key)) => Some((selector, key)),
+            _ => None,
+        },
     })
 }
 
@@ -211,6 +215,34 @@ impl MailingRepo for SqliteTx {
             page,
             domain_row,
         )
+    }
+
+    fn set_domain_dkim_key(
+        &mut self,
+        id: DomainId,
+        selector: &str,
+        private_sealed: &str,
+        public_key: &str,
+    ) -> Result<(), StoreError> {
+        self.conn()
+            .prepare_cached(
+                "UPDATE domains SET dkim_key_selector = ?2, dkim_private_sealed = ?3, dkim_public_key = ?4 WHERE id = ?1",
+            )
+            .and_then(|mut st| st.execute(params![id.get(), selector, private_sealed, public_key]))
+            .map(drop)
+            .map_err(map_err)
+    }
+
+    fn domain_dkim_private(&mut self, id: DomainId) -> Result<Option<(String, String)>, StoreError> {
+        let row: Option<(Option<String>, Option<String>)> = self
+            .conn()
+            .prepare_cached("SELECT dkim_key_selector, dkim_private_sealed FROM domains WHERE id = ?1")
+            .and_then(|mut st| st.query_row([id.get()], |r| Ok((r.get(0)?, r.get(1)?))).optional())
+            .map_err(map_err)?;
+        Ok(match row {
+            Some((Some(selector), Some(sealed))) => Some((selector, sealed)),
+            _ => None,
+        })
     }
 
     fn update_domain(&mut self, d: &Domain) -> Result<(), StoreError> {

@@ -19,6 +19,7 @@ const MIGRATIONS: &[Migration] = &[
     Migration { version: 5, name: "ocr", sql: include_str!("migrations/0005_ocr.sql") },
     Migration { version: 6, name: "webhooks", sql: include_str!("migrations/0006_webhooks.sql") },
     Migration { version: 7, name: "invoices", sql: include_str!("migrations/0007_invoices.sql") },
+    Migration { version: 9, name: "dkim", sql: include_str!("migrations/0009_dkim.sql") },
 ];
 
 /// How many migrations this binary knows.
