@@ -108,6 +108,20 @@ fn judge(kind: RecordKind, name: String, answer: Result<Vec<String>, String>) ->
     Verdict { kind, name, checked: true, found, expected, values, error: None }
 }
 
+/// When the service holds the selector's key, the published record must carry that key: another
+/// key (an old one, a typo) would make every signature fail at the receivers.
+fn ours(mut v: Verdict, key: &str) -> Verdict {
+    v.expected = format!("v=DKIM1; k=rsa; p={key}");
+    if v.error.is_none() {
+        v.found = v.values.iter().any(|r| {
+            r.split(';').map(str::trim).find_map(|t| t.strip_prefix("p=")).is_some_and(|p| {
+                p.chars().filter(|c| !c.is_whitespace()).eq(key.chars())
+            })
+        });
+    }
+    v
+}
+
 /// Runs the check, stores the verdict on the domain, and returns it.
 pub fn run(app: &Courrier, p: &Principal, ctx: &RequestCtx, name: &DomainName) -> Result<DnsCheck, MailingError> {
     let domain = domains::authorized(app, p, ctx, Perm::Manage, name, "domain.dns_check")?;
@@ -135,7 +149,11 @@ pub fn run(app: &Courrier, p: &Principal, ctx: &RequestCtx, name: &DomainName) -
         Some(sel) => {
             let qname = format!("{sel}._domainkey.{name}");
             let answer = lookup(&qname);
-            judge(RecordKind::Dkim, qname, answer)
+            let verdict = judge(RecordKind::Dkim, qname, answer);
+            match &domain.dkim_public_key {
+                Some((made_for, key)) if made_for == sel => ours(verdict, key),
+                _ => verdict,
+            }
         }
         None => Verdict {
             kind: RecordKind::Dkim,
@@ -200,5 +218,18 @@ mod tests {
         assert_eq!(check(RecordKind::Dmarc, Ok(vec!["v=DMARC1; rua=mailto:d@x"])), (false, None), "no policy");
         assert_eq!(check(RecordKind::Dkim, Ok(vec!["v=DKIM1; k=rsa; p=MIIBIjANBg"])), (true, None));
         assert_eq!(check(RecordKind::Dkim, Ok(vec!["v=DKIM1; k=rsa; p="])), (false, None), "revoked");
+    }
+
+    #[test]
+    fn the_services_own_key_must_be_the_one_published() {
+        let at = |records: Vec<&str>| {
+            let records = Ok(records.into_iter().map(str::to_owned).collect());
+            ours(judge(RecordKind::Dkim, "s._domainkey.example.org".into(), records), "MIIBOURS")
+        };
+        let good = at(vec!["v=DKIM1; k=rsa; p=MIIB OURS"]);
+        assert!(good.found && good.expected.ends_with("p=MIIBOURS"), "{good:?}");
+        assert!(!at(vec!["v=DKIM1; k=rsa; p=MIIBOLD"]).found, "another key fails");
+        let unreachable = ours(judge(RecordKind::Dkim, "x".into(), Err("timed out".into())), "MIIBOURS");
+        assert_eq!((unreachable.found, unreachable.error.as_deref()), (false, Some("timed out")));
     }
 }
