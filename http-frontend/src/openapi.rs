@@ -25,7 +25,8 @@ pub fn document(api: Api, version: &str) -> Value {
                 { "name": "domains" },
                 { "name": "lists" },
                 { "name": "members" },
-                { "name": "sends" }
+                { "name": "sends" },
+                { "name": "webhooks", "description": "Signed deliveries of lifecycle events: see the document's `webhooks`" }
             ]),
         ),
         Api::Page => ("Courrier pages", "", json!([])),
@@ -45,7 +46,7 @@ pub fn document(api: Api, version: &str) -> Value {
         // The OCR contract fixes its interface version.
         Api::Ocr | Api::Page => "1.0.0",
     };
-    json!({
+    let mut doc = json!({
         "openapi": "3.1.0",
         "info": { "title": title, "version": version, "description": description },
         "tags": tags,
@@ -62,7 +63,11 @@ pub fn document(api: Api, version: &str) -> Value {
                 "sessionCookie": { "type": "apiKey", "in": "cookie", "name": "svc_session" },
             }
         }
-    })
+    });
+    if api == Api::Mailing {
+        doc["webhooks"] = schema::webhook_delivery();
+    }
+    doc
 }
 
 fn operation(route: &Route) -> Value {

@@ -651,3 +651,40 @@ pub const DNS_CHECK: Schema = Schema(|| {
         }),
     )
 });
+
+/// The OpenAPI 3.1 `webhooks` object: what courrier POSTs to a webhook's URL.
+pub fn webhook_delivery() -> Value {
+    let header = |name: &str, description: &str| json!({ "name": name, "in": "header", "required": true, "description": description, "schema": { "type": "string" } });
+    json!({
+        "event": {
+            "post": {
+                "summary": "A lifecycle event (or the test ping), delivered at least once",
+                "description": "Both signatures are HMAC-SHA256 keyed with the base64-decoded part of the webhook's whsec_ secret. Retries (30 s doubling to 6 h, for 24 h) send the same body under the same X-Svc-Delivery and webhook-id, signed with a new webhook-timestamp. 2xx delivers; 410 disables the webhook; a 429 or 503 Retry-After is honoured; redirects are not followed.",
+                "parameters": [
+                    header("X-Svc-Event", "the event's type, e.g. member.added; webhook.ping for the test ping"),
+                    header("X-Svc-Delivery", "the event's id (evt_...), stable across retries"),
+                    header("X-Svc-Signature", "sha256=<hex HMAC-SHA256 of the raw body>"),
+                    header("webhook-id", "Standard Webhooks: the event's id"),
+                    header("webhook-timestamp", "Standard Webhooks: Unix seconds of this attempt"),
+                    header("webhook-signature", "Standard Webhooks: v1,<base64 HMAC-SHA256 of \"{webhook-id}.{webhook-timestamp}.{body}\">")
+                ],
+                "requestBody": {
+                    "required": true,
+                    "content": { "application/json": { "schema": object(
+                        &["id", "type", "created_at", "data"],
+                        json!({
+                            "id": { "type": "string", "pattern": "^evt_[0-9a-f]{32}$" },
+                            "type": { "type": "string", "enum": EVENT_NAMES.iter().copied().chain(["webhook.ping"]).collect::<Vec<_>>() },
+                            "created_at": { "type": "string", "format": "date-time" },
+                            "data": { "type": "object" }
+                        }),
+                    ) } }
+                },
+                "responses": {
+                    "200": { "description": "received (any 2xx)" },
+                    "410": { "description": "gone: the webhook is disabled" }
+                }
+            }
+        }
+    })
+}

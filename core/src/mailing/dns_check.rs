@@ -67,10 +67,11 @@ pub struct DnsCheck {
 }
 
 fn starts_with_tag(record: &str, tag: &str) -> bool {
-    let r = record.trim_start();
+    // Bytes, not string slices: a record is whatever a DNS server sent, multi-byte text included.
+    let r = record.trim_start().as_bytes();
     r.len() >= tag.len()
-        && r[..tag.len()].eq_ignore_ascii_case(tag)
-        && r[tag.len()..].chars().next().is_none_or(|c| c == ' ' || c == ';')
+        && r[..tag.len()].eq_ignore_ascii_case(tag.as_bytes())
+        && r.get(tag.len()).is_none_or(|c| *c == b' ' || *c == b';')
 }
 
 /// Reads one record kind's TXT answer into its verdict.
@@ -206,6 +207,11 @@ mod tests {
     fn verdicts_tell_found_absent_malformed_and_unreachable_apart() {
         assert_eq!(check(RecordKind::Spf, Ok(vec!["v=spf1 mx -all", "google-site=x"])), (true, None));
         assert_eq!(check(RecordKind::Spf, Ok(vec!["V=SPF1 -all"])), (true, None));
+        assert_eq!(
+            check(RecordKind::Spf, Ok(vec!["v=spé1 -all", "é", "v=spf1\u{e9}"])),
+            (false, None),
+            "no panic on UTF-8"
+        );
         assert_eq!(check(RecordKind::Spf, Ok(vec![])), (false, None));
         assert_eq!(check(RecordKind::Spf, Ok(vec!["v=spf10 -all"])), (false, None));
         assert_eq!(

@@ -377,6 +377,14 @@ fn fan_out(tx: &mut dyn Tx, now: Timestamp) -> Result<u64, MailingError> {
 pub fn run_once(app: &Courrier, cfg: &WebhookConfig) -> Result<Round, MailingError> {
     let now = app.clock.now();
     let mut round = Round::default();
+    // Idle rounds (most of them) only read: the write lock is taken when there is work.
+    let idle = in_read(&*app.store, |tx| {
+        let cursor = tx.webhook_cursor()?;
+        Ok::<_, MailingError>(tx.events_after(cursor, 1)?.is_empty() && !tx.deliveries_waiting(now)?)
+    })?;
+    if idle {
+        return Ok(round);
+    }
     let (claimed, hooks) = in_write(&*app.store, |tx| {
         round.fanned_out = fan_out(tx, now)?;
         round.requeued = tx.requeue_expired_deliveries(now)?;

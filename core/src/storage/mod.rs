@@ -428,6 +428,9 @@ pub trait WebhookRepo {
         error: Option<&str>,
         now: Timestamp,
     ) -> Result<bool, StoreError>;
+    /// Whether any delivery is due or holds an expired lease (an idle worker's cheap look, on a
+    /// read transaction, before it takes the write lock).
+    fn deliveries_waiting(&mut self, now: Timestamp) -> Result<bool, StoreError>;
     /// Gives a leased delivery back to the queue, due at `now`, its claim not counted as an attempt.
     fn release_delivery(&mut self, id: DeliveryId, now: Timestamp) -> Result<(), StoreError>;
     /// Deliveries by state (for tests and the queue view).

@@ -218,6 +218,17 @@ impl WebhookRepo for SqliteTx {
         Ok(n > 0)
     }
 
+    fn deliveries_waiting(&mut self, now: Timestamp) -> Result<bool, StoreError> {
+        // Two EXISTS, each served by its partial index.
+        self.conn()
+            .prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM webhook_deliveries WHERE state = 'queued' AND next_attempt_at <= ?1)
+                     OR EXISTS (SELECT 1 FROM webhook_deliveries WHERE state = 'sending' AND lease_until < ?1)",
+            )
+            .and_then(|mut st| st.query_row([now.unix_micros()], |r| r.get(0)))
+            .map_err(map_err)
+    }
+
     fn release_delivery(&mut self, id: DeliveryId, now: Timestamp) -> Result<(), StoreError> {
         self.conn()
             .prepare_cached(
