@@ -390,7 +390,12 @@ impl Drop for Sink {
 
 /// One session of the builtin sink: accepts every command (PIPELINING offered, replies written
 /// in order), counts messages and recipients.
-fn sink_session(stream: TcpStream, messages: &AtomicU64, recipients: &AtomicU64, size: &AtomicU64) -> std::io::Result<()> {
+fn sink_session(
+    stream: TcpStream,
+    messages: &AtomicU64,
+    recipients: &AtomicU64,
+    size: &AtomicU64,
+) -> std::io::Result<()> {
     stream.set_nodelay(true)?;
     let mut out = stream.try_clone()?;
     let mut input = BufReader::new(stream);
@@ -791,7 +796,8 @@ fn fanout_scenario(opts: &Options, scratch: &Path) -> Result<String, String> {
     let _ = std::fs::remove_dir_all(&template);
 
     let mut out = String::new();
-    let _ = writeln!(out, "### fanout{} ({} UTC, load average {} at its start)", smoke(opts), utc(started.0), started.1);
+    let _ =
+        writeln!(out, "### fanout{} ({} UTC, load average {} at its start)", smoke(opts), utc(started.0), started.1);
     let _ = writeln!(
         out,
         "one `POST /api/v1/domains/{DOMAIN}/lists/{LIST}/sends` (text + html, {} bytes) to {n} active regular \
@@ -922,8 +928,13 @@ fn throughput_scenario(opts: &Options, scratch: &Path) -> Result<String, String>
     drop(c);
 
     let mut out = String::new();
-    let _ =
-        writeln!(out, "### throughput{} ({} UTC, load average {} at its start)", smoke(opts), utc(started.0), started.1);
+    let _ = writeln!(
+        out,
+        "### throughput{} ({} UTC, load average {} at its start)",
+        smoke(opts),
+        utc(started.0),
+        started.1
+    );
     let _ = writeln!(
         out,
         "sink: {} on 127.0.0.1 (every message accepted, nothing stored); courrier: `courrier serve` with \
@@ -944,7 +955,10 @@ fn throughput_scenario(opts: &Options, scratch: &Path) -> Result<String, String>
         }
     );
     let _ = writeln!(out);
-    let _ = writeln!(out, "| round | smtp-source | smtp-source msg/s | courrier | courrier msg/s | ratio courrier/smtp-source |");
+    let _ = writeln!(
+        out,
+        "| round | smtp-source | smtp-source msg/s | courrier | courrier msg/s | ratio courrier/smtp-source |"
+    );
     let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|");
     let rate = |d: Duration| n as f64 / d.as_secs_f64();
     for (i, (s, c)) in rounds.iter().enumerate() {
@@ -1015,7 +1029,10 @@ impl Mailman {
         check_status("Mailman GET /3.1/system/versions", status, &body, &[200])?;
         let cfg = opts.mailman_dir.join("mailman.cfg");
         let text = std::fs::read_to_string(&cfg).map_err(|e| {
-            format!("cannot read {} (pass --mailman-dir, or start Mailman with scripts/peer-mailman3): {e}", cfg.display())
+            format!(
+                "cannot read {} (pass --mailman-dir, or start Mailman with scripts/peer-mailman3): {e}",
+                cfg.display()
+            )
         })?;
         let smtp_port = text
             .lines()
@@ -1037,6 +1054,13 @@ impl Mailman {
         )?;
         check_status("Mailman PATCH list config", status, &body, &[204])?;
         Ok((Self { api, dir: opts.mailman_dir.clone(), list }, smtp_port))
+    }
+
+    /// The list's `personalize`: `none` (bulk delivery) or `individual` (one copy per member).
+    fn personalize(&self, how: &str) -> Result<(), String> {
+        let path = format!("/3.1/lists/{}.example.com/config", self.list);
+        let (status, body) = self.api.form("PATCH", &path, &[("personalize", how)])?;
+        check_status("Mailman PATCH personalize", status, &body, &[204])
     }
 
     fn add(&self, i: u64) -> Result<(), String> {
@@ -1124,23 +1148,35 @@ fn mailman_scenario(opts: &Options, scratch: &Path) -> Result<String, String> {
             }
         }
     }
-    let mut rounds: Vec<(Option<(Duration, u64, Duration)>, Duration, u64)> = Vec::new();
+    // Each round: Mailman as installed (bulk: up to `max_recipients`, 10, recipients a
+    // transaction), Mailman personalised (`personalize=individual`: one copy and one transaction per
+    // member, as courrier's copies are, each with its own VERP address and unsubscription link),
+    // then courrier.
+    let mut rounds: Vec<([Option<MailmanRun>; 2], Duration, u64)> = Vec::new();
     for round in 1..=opts.mailman_rounds {
-        let m = match &mailman {
-            Some((m, _)) => {
-                eprintln!("mailman round {round}/{}: Mailman, one post to {n} members", opts.mailman_rounds);
+        let mut mm = [None, None];
+        if let Some((m, _)) = &mailman {
+            for (k, personalize) in ["none", "individual"].into_iter().enumerate() {
+                m.personalize(personalize)?;
+                eprintln!(
+                    "mailman round {round}/{}: Mailman (personalize={personalize}), one post to {n} members",
+                    opts.mailman_rounds
+                );
                 let (r0, m0) = (sink.recipients(), sink.messages());
                 let t = Instant::now();
-                m.inject(scratch, round)?;
+                m.inject(scratch, round * 2 + k as u32)?;
                 let inject = t.elapsed();
                 sink.wait(Sink::recipients, r0 + n, MAILMAN_STALL)?;
-                let took = t.elapsed();
-                let tx = sink.messages() - m0;
-                eprintln!("  {:.1} s ({:.1} s in `mailman inject`), {tx} SMTP transactions", took.as_secs_f64(), inject.as_secs_f64());
-                Some((took, tx, inject))
+                let run = MailmanRun { took: t.elapsed(), transactions: sink.messages() - m0, inject };
+                eprintln!(
+                    "  {:.1} s ({:.1} s in `mailman inject`), {} SMTP transactions",
+                    run.took.as_secs_f64(),
+                    inject.as_secs_f64(),
+                    run.transactions
+                );
+                mm[k] = Some(run);
             }
-            None => None,
-        };
+        }
         eprintln!("mailman round {round}/{}: courrier, one send to {n} members", opts.mailman_rounds);
         let (r0, m0) = (sink.recipients(), sink.messages());
         let t = Instant::now();
@@ -1149,17 +1185,20 @@ fn mailman_scenario(opts: &Options, scratch: &Path) -> Result<String, String> {
         let took = t.elapsed();
         sink.wait(Sink::recipients, r0 + n, Duration::from_secs(10))?;
         eprintln!("  {:.2} s", took.as_secs_f64());
-        rounds.push((m, took, sink.messages() - m0));
+        rounds.push((mm, took, sink.messages() - m0));
     }
     drop(c);
 
     let mut out = String::new();
-    let _ = writeln!(out, "### mailman{} ({} UTC, load average {} at its start)", smoke(opts), utc(started.0), started.1);
+    let _ =
+        writeln!(out, "### mailman{} ({} UTC, load average {} at its start)", smoke(opts), utc(started.0), started.1);
     let _ = writeln!(
         out,
         "{n} members (the same addresses on both); sink: this program's SMTP sink on 127.0.0.1:{port}, counting \
          recipients and transactions; Mailman: `mailman inject` of one multipart/alternative post (same text and \
-         html) into a fresh list, timed until the sink has {n} recipients; courrier: `POST .../sends` with \
+         html) into a fresh list, timed from the start of `mailman inject` until the sink has {n} recipients, \
+         as installed (personalize=none: bulk, up to 10 recipients a transaction) and with \
+         `personalize=individual` (one copy a member); courrier: `POST .../sends` with \
          `COURRIER_DELIVERY_WORKERS={}`, timed until the send is `completed` with {n} sent",
         opts.workers
     );
@@ -1169,33 +1208,58 @@ fn mailman_scenario(opts: &Options, scratch: &Path) -> Result<String, String> {
     let _ = writeln!(out);
     let _ = writeln!(
         out,
-        "| round | Mailman | of which `mailman inject` | Mailman copies/s | Mailman transactions | courrier | courrier copies/s | courrier transactions | ratio courrier/Mailman copies/s |"
+        "| round | Mailman bulk | copies/s | transactions | Mailman personalised | copies/s | transactions | \
+         courrier | copies/s | transactions | ratio courrier/Mailman bulk | ratio courrier/Mailman personalised |"
     );
-    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let rate = |d: Duration| n as f64 / d.as_secs_f64();
-    for (i, (m, c, ct)) in rounds.iter().enumerate() {
+    let cells = |r: &Option<MailmanRun>| match r {
+        Some(r) => format!(
+            "{} ({} inject) | {:.1} | {}",
+            secs(r.took.as_secs_f64()),
+            secs(r.inject.as_secs_f64()),
+            rate(r.took),
+            r.transactions
+        ),
+        None => "- | - | -".into(),
+    };
+    let ratio = |c: Duration, r: &Option<MailmanRun>| {
+        r.as_ref().map_or("-".into(), |r| format!("{:.0}", rate(c) / rate(r.took)))
+    };
+    for (i, (mm, c, ct)) in rounds.iter().enumerate() {
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} | {:.0} | {ct} | {} |",
+            "| {} | {} | {} | {} | {:.0} | {ct} | {} | {} |",
             i + 1,
-            m.map_or("-".into(), |(d, _, _)| secs(d.as_secs_f64())),
-            m.map_or("-".into(), |(_, _, i)| secs(i.as_secs_f64())),
-            m.map_or("-".into(), |(d, _, _)| format!("{:.1}", rate(d))),
-            m.map_or("-".into(), |(_, t, _)| t.to_string()),
+            cells(&mm[0]),
+            cells(&mm[1]),
             secs(c.as_secs_f64()),
             rate(*c),
-            m.map_or("-".into(), |(d, _, _)| format!("{:.0}", rate(*c) / rate(d)))
+            ratio(*c, &mm[0]),
+            ratio(*c, &mm[1])
         );
     }
     let cm = median(rounds.iter().map(|r| rate(r.1)).collect());
-    let mm = median(rounds.iter().filter_map(|r| r.0.map(|(d, _, _)| rate(d))).collect());
+    let mmed = |k: usize| median(rounds.iter().filter_map(|r| r.0[k].as_ref().map(|m| rate(m.took))).collect());
+    let f = |v: f64, digits: usize| if v.is_nan() { "-".into() } else { format!("{v:.digits$}") };
     let _ = writeln!(
         out,
-        "| **median** | | | **{}** | | | **{cm:.0}** | | **{}** |",
-        if mm.is_nan() { "-".into() } else { format!("{mm:.1}") },
-        if mm.is_nan() { "-".into() } else { format!("{:.0}", cm / mm) }
+        "| **median** | | **{}** | | | **{}** | | | **{cm:.0}** | | **{}** | **{}** |",
+        f(mmed(0), 1),
+        f(mmed(1), 1),
+        f(cm / mmed(0), 0),
+        f(cm / mmed(1), 0)
     );
     Ok(out)
+}
+
+/// One Mailman delivery of a post: from the start of `mailman inject` to the last recipient at
+/// the sink; the sink's transactions; the time `mailman inject` itself took.
+#[derive(Debug, Clone, Copy)]
+struct MailmanRun {
+    took: Duration,
+    transactions: u64,
+    inject: Duration,
 }
 
 // ---------------------------------------------------------------------------------------------
