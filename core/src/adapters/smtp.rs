@@ -123,9 +123,9 @@ fn parse_url(url: &str) -> Result<Relay, SmtpUrlError> {
 
 /// The mail transport over SMTP to one relay.
 ///
-/// One connection, kept open between messages (a successful transaction leaves the session
-/// ready for the next `MAIL FROM`) and held for the whole of a transaction, so concurrent callers
-/// take turns. When the relay closed an idle connection, the first command of the next message
+/// Connections are kept open between messages (a successful transaction leaves the session
+/// ready for the next `MAIL FROM`), each held by one caller for the whole of a transaction. When
+/// the relay closed an idle connection, the first command of the next message
 /// fails before anything was accepted: the client then reconnects once, transparently. Any
 /// other broken session is dropped and the next message opens a new one. Sessions form a small
 /// pool: each concurrent caller (a delivery worker) uses its own.
