@@ -12,18 +12,36 @@ use serde_json::{Value, json};
 
 const RECORDS: &[&str] = &[
     "txt-record=good.test,v=spf1 mx -all",
-    "txt-record=s1._domainkey.good.test,v=DKIM1; k=rsa; p=MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEAtest",
     "txt-record=_dmarc.good.test,v=DMARC1; p=reject; rua=mailto:dmarc@good.test",
+    // A key record, but not the key the service made for stale.test.
+    "txt-record=stale.test,v=spf1 mx -all",
+    "txt-record=s1._domainkey.stale.test,v=DKIM1; k=rsa; p=MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEAtest",
+    "txt-record=_dmarc.stale.test,v=DMARC1; p=reject",
     "txt-record=nokey.test,v=spf1 -all",
     "txt-record=_dmarc.nokey.test,v=DMARC1; p=none",
     "txt-record=half.test,google-site-verification=abc",
     "txt-record=half.test,v=spf1 a -all",
 ];
 
-fn domain(app: &TestApp, key: &str, name: &str, selector: Option<&str>) {
+/// Creates the domain; its DKIM record when it has a selector (the service makes the key).
+fn domain(app: &TestApp, key: &str, name: &str, selector: Option<&str>) -> Option<String> {
     let r =
         call(app, "POST", "/api/v1/domains", &[bearer(key)], Some(&json!({ "name": name, "dkim_selector": selector })));
     assert_eq!(r.status, 201, "{}", r.body);
+    r.json()["data"]["dkim_record"]["value"].as_str().map(str::to_owned)
+}
+
+/// The dnsmasq option publishing `value` at `name`, in character-strings of at most 255 bytes
+/// (a 2048-bit key's record is longer; receivers join the strings).
+fn txt(name: &str, value: &str) -> String {
+    let chunks: Vec<&str> =
+        value.as_bytes().chunks(255).map(|c| std::str::from_utf8(c).expect("an ASCII record")).collect();
+    format!("txt-record={name},{}", chunks.join(","))
+}
+
+/// `RECORDS` and the ones given.
+fn with(extra: &[String]) -> Vec<String> {
+    RECORDS.iter().map(|r| (*r).to_owned()).chain(extra.iter().cloned()).collect()
 }
 
 fn check(app: &TestApp, key: &str, name: &str) -> Value {
@@ -45,12 +63,15 @@ fn setup(dns: &str) -> (TestApp, String) {
 
 #[test]
 fn each_record_gets_its_verdict_and_the_domain_keeps_the_result() {
-    let dns = DnsServer::start(RECORDS);
-    let (app, key) = setup(&dns.addr());
-    domain(&app, &key, "good.test", Some("s1"));
+    let port = free_port();
+    let (app, key) = setup(&format!("127.0.0.1:{port}"));
+    let published = domain(&app, &key, "good.test", Some("s1")).expect("a key record to publish");
     domain(&app, &key, "nokey.test", None);
     domain(&app, &key, "half.test", Some("s1"));
     domain(&app, &key, "bare.test", Some("s1"));
+    domain(&app, &key, "stale.test", Some("s1"));
+    let records = with(&[txt("s1._domainkey.good.test", &published)]);
+    let _dns = DnsServer::start_on(port, &records.iter().map(String::as_str).collect::<Vec<_>>());
 
     let good = check(&app, &key, "good.test");
     assert_eq!(good["dns_ok"], true, "{good}");
@@ -88,6 +109,13 @@ fn each_record_gets_its_verdict_and_the_domain_keeps_the_result() {
         );
     }
     assert_eq!(half["dns_ok"], false);
+
+    // A key record that is not the service's key: found false, and the record expected says which.
+    let stale = check(&app, &key, "stale.test");
+    let dkim = record(&stale, "dkim");
+    assert_eq!((dkim["found"].clone(), dkim["error"].clone()), (json!(false), Value::Null), "{stale}");
+    assert!(dkim["expected"].as_str().unwrap().contains("v=DKIM1; k=rsa; p=MII"), "{dkim}");
+    assert_eq!(stale["dns_ok"], false);
 
     let bare = check(&app, &key, "bare.test");
     assert!(bare["records"].as_array().unwrap().iter().all(|r| r["found"] == false && r["error"].is_null()), "{bare}");
@@ -149,14 +177,18 @@ fn the_check_refuses_out_of_scope_unauthorised_and_too_frequent_calls() {
 
 #[test]
 fn the_cli_runs_the_same_check() {
-    let dns = DnsServer::start(RECORDS);
+    let port = free_port();
     let data = tempfile::tempdir().unwrap();
     let dir = data.path().display().to_string();
-    let env = [("COURRIER_DNS_SERVER", dns.addr())];
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let (status, _, err) =
-        run_cli(&["--data-dir", &dir, "domain", "create", "good.test", "--dkim-selector", "s1"], &env);
+    let addr = format!("127.0.0.1:{port}");
+    let env = [("COURRIER_DNS_SERVER", addr.as_str())];
+    let (status, out, err) =
+        run_cli(&["--data-dir", &dir, "--json", "domain", "create", "good.test", "--dkim-selector", "s1"], &env);
     assert!(status.success(), "{err}");
+    let created: Value = serde_json::from_str(&out).unwrap();
+    let published = created["dkim_record"]["value"].as_str().expect("the record to publish").to_owned();
+    let records = with(&[txt("s1._domainkey.good.test", &published)]);
+    let _dns = DnsServer::start_on(port, &records.iter().map(String::as_str).collect::<Vec<_>>());
     let (status, out, err) = run_cli(&["--data-dir", &dir, "--json", "domain", "dns-check", "good.test"], &env);
     assert!(status.success(), "{err}");
     let c: Value = serde_json::from_str(&out).unwrap();

@@ -35,8 +35,13 @@ impl DnsServer {
     /// `records`: dnsmasq options without their `--`, e.g. `address=/hooks.test/127.0.0.1` or
     /// `txt-record=example.test,v=spf1 -all`.
     pub fn start(records: &[&str]) -> Self {
+        Self::start_on(free_port(), records)
+    }
+
+    /// On a port chosen beforehand: a server configured with the address can start first, and
+    /// publish records it made (a domain's DKIM key) once they exist.
+    pub fn start_on(port: u16, records: &[&str]) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let port = free_port();
         let log = dir.path().join("dnsmasq.log");
         let bin = ["/usr/sbin/dnsmasq", "/usr/bin/dnsmasq"]
             .into_iter()

@@ -115,9 +115,10 @@ fn ours(mut v: Verdict, key: &str) -> Verdict {
     v.expected = format!("v=DKIM1; k=rsa; p={key}");
     if v.error.is_none() {
         v.found = v.values.iter().any(|r| {
-            r.split(';').map(str::trim).find_map(|t| t.strip_prefix("p=")).is_some_and(|p| {
-                p.chars().filter(|c| !c.is_whitespace()).eq(key.chars())
-            })
+            r.split(';')
+                .map(str::trim)
+                .find_map(|t| t.strip_prefix("p="))
+                .is_some_and(|p| p.chars().filter(|c| !c.is_whitespace()).eq(key.chars()))
         });
     }
     v
