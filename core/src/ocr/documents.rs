@@ -3,9 +3,10 @@
 //! its record, and found again only by its owner.
 
 use super::blobs::{BlobError, BlobId};
-use super::engine::{EngineError, GrayImage, Language};
+use super::engine::{EngineError, GrayImage, Language, OcrWord, RecognizedPage};
 use super::images::ImageError;
 use super::intake::{DocumentKind, SniffError, sniff};
+use super::invoice::meta::InvoiceMeta;
 use super::pdf::{PdfError, PdfPage};
 use super::wrap;
 use crate::Courrier;
@@ -37,8 +38,9 @@ impl OcrId {
     }
 }
 
-/// `raw` returns the engine's text as it is; `invoice` (and any other value, as the contract
-/// says) allows local enhancements (invoice extraction, issue 7).
+/// `raw` returns the engine's text as it is and no `meta`; `invoice` (and any other value, as
+/// the contract says) allows local enhancements: the invoice's fields, checked against each
+/// other (`crate::ocr::invoice`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Profile {
     Raw,
@@ -158,6 +160,8 @@ pub struct Submitted {
     /// `storeOnly`: the first page as JPEG, and for an image upload the one-page PDF around it.
     pub page: Option<PageJpeg>,
     pub pdf: Option<Vec<u8>>,
+    /// The invoice's fields (`profile=invoice` and a read document); empty otherwise.
+    pub meta: InvoiceMeta,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -236,18 +240,18 @@ pub fn submit(app: &Courrier, p: &Principal, ctx: &RequestCtx, upload: Upload) -
         return Err(DocumentError::TooLarge { size: upload.bytes.len(), limit });
     }
     let kind = sniff(&upload.bytes)?;
-    let (pages, text, page, pdf) = match upload.action {
+    let (pages, text, page, pdf, meta) = match upload.action {
         Action::Recognize => {
-            let (pages, text) = read_text(app, kind, &upload.bytes, upload.lang)?;
-            (pages, text, None, None)
+            let read = read(app, kind, &upload.bytes, upload.lang, upload.profile)?;
+            (read.pages, read.text, None, None, read.meta)
         }
         Action::StoreOnly => {
             let page = page_jpeg(app, kind, &upload.bytes, 1)?;
             // An image upload also comes back as a one-page PDF (decisions.md).
             let pdf = if kind.is_image() { wrap::pdf_around_jpeg(&page.jpeg) } else { None };
-            (page.pages, String::new(), Some(page), pdf)
+            (page.pages, String::new(), Some(page), pdf, InvoiceMeta::default())
         }
-        Action::OcrFailed => (0, String::new(), None, None),
+        Action::OcrFailed => (0, String::new(), None, None, InvoiceMeta::default()),
     };
     let blob = app.ocr.blobs.put(&upload.bytes)?;
     let now = app.clock.now();
@@ -269,41 +273,110 @@ pub fn submit(app: &Courrier, p: &Principal, ctx: &RequestCtx, upload: Upload) -
         audit_done(tx, p, ctx, now, "ocr.document.create", &format!("ocr:{}", document.ocr_id.as_str()))?;
         Ok::<_, DocumentError>(())
     })?;
-    Ok(Submitted { document, page, pdf })
+    Ok(Submitted { document, page, pdf, meta })
 }
 
-/// OCR of one page or photo, turned level first when it is askew.
-fn recognize(app: &Courrier, image: &GrayImage, lang: Language) -> Result<String, DocumentError> {
-    match super::deskew::deskew(image) {
-        Some(level) => Ok(app.ocr.engine.recognize(&level, lang)?),
-        None => Ok(app.ocr.engine.recognize(image, lang)?),
+/// OCR of one page or photo, turned level first when it is askew: the text alone (`raw`), or
+/// the text and the words' boxes from the same recognition (`invoice`).
+fn recognize(
+    app: &Courrier,
+    image: &GrayImage,
+    lang: Language,
+    profile: Profile,
+) -> Result<RecognizedPage, DocumentError> {
+    let level = super::deskew::deskew(image);
+    let image = level.as_ref().unwrap_or(image);
+    Ok(match profile {
+        Profile::Raw => RecognizedPage { text: app.ocr.engine.recognize(image, lang)?, words: Vec::new() },
+        Profile::Invoice => app.ocr.engine.recognize_words(image, lang)?,
+    })
+}
+
+/// What reading a document gave.
+struct Read {
+    pages: u32,
+    text: String,
+    meta: InvoiceMeta,
+}
+
+/// Pages' words stacked into one tall page, so that rows never join across pages.
+fn stack(pages: Vec<Vec<OcrWord>>) -> Vec<OcrWord> {
+    let mut out = Vec::new();
+    let mut offset = 0;
+    for words in pages {
+        let bottom = words.iter().map(|w| w.top.saturating_add(w.height)).max().unwrap_or(0);
+        out.extend(words.into_iter().map(|w| OcrWord { top: w.top.saturating_add(offset), ..w }));
+        offset = offset.saturating_add(bottom).saturating_add(1000);
     }
+    out
 }
 
-/// The text of a document and its page count.
-fn read_text(app: &Courrier, kind: DocumentKind, bytes: &[u8], lang: Language) -> Result<(u32, String), DocumentError> {
+/// The text of a document, its page count, and for `profile=invoice` its fields: a structured
+/// invoice (embedded CII XML, CII or UBL upload) is read exactly and first; otherwise the fields
+/// come from the pages' words.
+fn read(
+    app: &Courrier,
+    kind: DocumentKind,
+    bytes: &[u8],
+    lang: Language,
+    profile: Profile,
+) -> Result<Read, DocumentError> {
+    let invoice = profile == Profile::Invoice;
+    let xml_meta = |xml: &[u8]| match super::invoice::from_xml(xml) {
+        Ok(meta) => Some(meta),
+        Err(e) => {
+            tracing::debug!(error = %e, "not a structured invoice");
+            None
+        }
+    };
     match kind {
-        DocumentKind::Text => {
+        DocumentKind::Text | DocumentKind::Xml => {
             let text = std::str::from_utf8(bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes))
-                .map_err(|_| DocumentError::NotUtf8)?;
-            Ok((1, text.to_owned()))
+                .map_err(|_| DocumentError::NotUtf8)?
+                .to_owned();
+            let meta = match (invoice, kind) {
+                (false, _) => InvoiceMeta::default(),
+                (true, DocumentKind::Xml) => xml_meta(bytes).unwrap_or_default(),
+                (true, _) => super::invoice::from_layout_text(&text, lang),
+            };
+            Ok(Read { pages: 1, text, meta })
         }
         DocumentKind::Jpeg | DocumentKind::Png | DocumentKind::Tiff => {
             let image = app.ocr.images.decode_gray(bytes)?;
-            Ok((1, recognize(app, &image, lang)?))
+            let page = recognize(app, &image, lang, profile)?;
+            let meta = if invoice { super::invoice::from_words(page.words, lang) } else { InvoiceMeta::default() };
+            Ok(Read { pages: 1, text: page.text, meta })
         }
         DocumentKind::Pdf => {
+            let structured = if invoice { app.ocr.pdf.invoice_xml(bytes)?.and_then(|x| xml_meta(&x)) } else { None };
+            // With the XML's exact fields, the pages are only read for their text.
+            let profile = if structured.is_some() { Profile::Raw } else { profile };
             let content = app.ocr.pdf.content(bytes, app.ocr.limits.max_pages)?;
             let mut texts = Vec::with_capacity(content.len());
+            let mut words = Vec::with_capacity(content.len());
             for page in content {
-                texts.push(match page {
-                    PdfPage::Text(t) => t,
-                    PdfPage::Jpeg(jpeg) => recognize(app, &app.ocr.images.decode_gray(&jpeg)?, lang)?,
-                    PdfPage::Rendered(image) => recognize(app, &image, lang)?,
-                });
+                let read = match page {
+                    PdfPage::Text(t) => {
+                        let w = if profile == Profile::Invoice {
+                            super::invoice::words::from_layout_text(&t)
+                        } else {
+                            Vec::new()
+                        };
+                        RecognizedPage { text: t, words: w }
+                    }
+                    PdfPage::Jpeg(jpeg) => recognize(app, &app.ocr.images.decode_gray(&jpeg)?, lang, profile)?,
+                    PdfPage::Rendered(image) => recognize(app, &image, lang, profile)?,
+                };
+                texts.push(read.text);
+                words.push(read.words);
             }
             let pages = u32::try_from(texts.len()).unwrap_or(u32::MAX);
-            Ok((pages, texts.join("\x0c")))
+            let meta = match (structured, profile) {
+                (Some(meta), _) => meta,
+                (None, Profile::Invoice) => super::invoice::from_words(stack(words), lang),
+                (None, Profile::Raw) => InvoiceMeta::default(),
+            };
+            Ok(Read { pages, text: texts.join("\x0c"), meta })
         }
     }
 }
@@ -316,7 +389,7 @@ fn page_jpeg(app: &Courrier, kind: DocumentKind, bytes: &[u8], page: u32) -> Res
         Ok(PageJpeg { jpeg, width: image.width(), height: image.height(), page, pages })
     };
     match kind {
-        DocumentKind::Text => Err(DocumentError::NoImage),
+        DocumentKind::Text | DocumentKind::Xml => Err(DocumentError::NoImage),
         DocumentKind::Jpeg | DocumentKind::Png | DocumentKind::Tiff => {
             if page != 1 {
                 return Err(PdfError::NoSuchPage(page).into());

@@ -73,8 +73,8 @@ pub async fn post_ocrs(
     Ok(ok(&processing(&submitted)))
 }
 
-/// The processing response object of an upload (decisions.md): strings, `meta` `""` until
-/// invoice extraction exists (issue 7).
+/// The processing response object of an upload (decisions.md): strings, and `meta` the invoice's
+/// fields (an object) or `""`.
 fn processing(s: &Submitted) -> Value {
     let d = &s.document;
     let success = match (s.page.is_some(), d.state) {
@@ -88,7 +88,7 @@ fn processing(s: &Submitted) -> Value {
         "message": format!("{} page(s), {}", d.pages, d.kind.as_str()),
         "errors": "",
         "result": d.text,
-        "meta": "",
+        "meta": s.meta.to_json(),
     });
     if let Some(page) = &s.page {
         body["jpeg"] = format!("{}.jpg", d.ocr_id.as_str()).into();
