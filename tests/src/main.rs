@@ -5,6 +5,7 @@
 mod access;
 mod cli;
 mod envelopes;
+mod invoices;
 mod members;
 mod ocr;
 mod openapi;

@@ -61,7 +61,7 @@ static DAY_MONTH_YEAR: LazyLock<Regex> = LazyLock::new(|| {
         .expect("regex")
 });
 static MONTH_DAY_YEAR: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)([[:alpha:]éèûôäü]{3,10})\.?\s+(\d{1,2})(?:st|nd|rd|th)?,?\s+(\d{4})").expect("regex")
+    Regex::new(r"(?i)([[:alpha:]éèûôäü]{3,10})\.?\s+(\d{1,2})(?:st|nd|rd|th)?\s?,?\s+(\d{4})").expect("regex")
 });
 
 /// The month a name means, in fr/de/it/en (full or abbreviated, accents optional).
@@ -175,6 +175,7 @@ mod tests {
         check("Data 5 giugno 2024", DayFirst, Some("2024-06-05"));
         check("Invoice Date: Aug 3, 2014", DayFirst, Some("2014-08-03"));
         check("20 October 2015", DayFirst, Some("2015-10-20"));
+        check("August 3 , 2014", DayFirst, Some("2014-08-03"));
         check("Due 2026-12-14", DayFirst, Some("2026-12-14"));
         check("11/03/2017", MonthFirst, Some("2017-11-03"));
         check("31/02/2026", DayFirst, None);

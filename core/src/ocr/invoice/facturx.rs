@@ -222,17 +222,19 @@ fn ubl(root: Node) -> InvoiceMeta {
     let taxes = tax_total
         .into_iter()
         .flat_map(|t| children(t, "TaxSubtotal"))
-        .map(|s| {
+        .filter_map(|s| {
             let base = amount(child(s, "TaxableAmount"));
             if exempt_category(text(at(s, &["TaxCategory", "ID"])).as_deref()) {
                 exempt_base = Some(exempt_base.unwrap_or(Amount::ZERO).add(base.unwrap_or(Amount::ZERO)));
             }
-            TaxLine {
-                rate: amount(at(s, &["TaxCategory", "Percent"])).unwrap_or(Amount::ZERO),
+            let rate = amount(at(s, &["TaxCategory", "Percent"])).unwrap_or(Amount::ZERO);
+            let tax = amount(child(s, "TaxAmount")).unwrap_or(Amount::ZERO);
+            (rate != Amount::ZERO || tax != Amount::ZERO).then_some(TaxLine {
+                rate,
                 base,
-                amount: amount(child(s, "TaxAmount")).unwrap_or(Amount::ZERO),
+                amount: tax,
                 confidence: 1.0,
-            }
+            })
         })
         .collect();
     let line_name = if credit { "CreditNoteLine" } else { "InvoiceLine" };

@@ -185,7 +185,7 @@ pub fn invoice_number(s: &str) -> Option<String> {
         }
         let folded = fold(token);
         if matches!(
-            folded.trim_end_matches([':', '.']),
+            folded.trim().trim_end_matches([':', '.']),
             "n" | "no" | "nr" | "nummer" | "numero" | "number" | "#" | "du" | "vom" | "del" | "of"
         ) {
             continue;

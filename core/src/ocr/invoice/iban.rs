@@ -42,10 +42,11 @@ pub fn valid(iban: &str) -> bool {
 }
 
 static CANDIDATE: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"\b([A-Z]{2})\s?(\d{2})((?:\s?[0-9A-Z]){10,30})").expect("regex"));
+    LazyLock::new(|| Regex::new(r"\b([A-Z]{2})\s?([0-9OIL]{2})((?:\s?[0-9A-Z]){10,30})").expect("regex"));
 
 /// Every valid IBAN in `s`, compact: a printed IBAN is grouped by four and may run into the next
-/// word, so the country's exact length is taken.
+/// word, so the country's exact length is taken. OCR reads a check digit 0 as the letter O (or 1
+/// as I, L): those two places only hold digits, so they are read as digits, and mod 97 decides.
 pub fn find_all(s: &str) -> Vec<(usize, String)> {
     let upper = s.to_ascii_uppercase();
     CANDIDATE
@@ -53,7 +54,16 @@ pub fn find_all(s: &str) -> Vec<(usize, String)> {
         .filter_map(|c| {
             let cc = c.get(1)?;
             let len = length(cc.as_str())?;
-            let compact: String = c[0].chars().filter(|c| c.is_ascii_alphanumeric()).collect();
+            let check: String = c[2]
+                .chars()
+                .map(|d| match d {
+                    'O' => '0',
+                    'I' | 'L' => '1',
+                    d => d,
+                })
+                .collect();
+            let rest: String = c[3].chars().filter(|c| c.is_ascii_alphanumeric()).collect();
+            let compact = format!("{}{check}{rest}", cc.as_str());
             let iban = compact.get(..len)?;
             valid(iban).then(|| (cc.start(), iban.to_owned()))
         })
@@ -72,5 +82,6 @@ mod tests {
         let found = find_all("IBAN : FR20 1242 1242 1242 1242 1242 124 - BIC : FIDCFR21XXX");
         assert_eq!(found[0].1, "FR2012421242124212421242124");
         assert_eq!(find_all("IBAN NL50 INGB 0683 2513 09 BIC INGBNL2A")[0].1, "NL50INGB0683251309");
+        assert_eq!(find_all("IBAN : FRO5 1641 0457 5004 0793 3791 566")[0].1, "FR0516410457500407933791566");
     }
 }

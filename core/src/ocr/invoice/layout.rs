@@ -49,24 +49,25 @@ impl Layout {
     pub fn from_words(words: &[OcrWord]) -> Self {
         let mut words: Vec<&OcrWord> = words.iter().filter(|w| !w.text.trim().is_empty() && w.height > 0).collect();
         words.sort_by_key(|w| (w.top + w.height / 2, w.left));
-        // Rows: a word joins the current row when its middle lies within the row's band.
-        let mut rows: Vec<Vec<&OcrWord>> = Vec::new();
-        let mut band: Option<(i32, i32)> = None;
+        // Rows: a word joins the row it overlaps most vertically, if by half its height or the
+        // row's (labels and values differ in height: "Rechnungsdatum:" and "16.08.2026").
+        let mut rows: Vec<(i32, i32, Vec<&OcrWord>)> = Vec::new();
         for w in words {
-            let mid = w.top + w.height / 2;
-            match band {
-                Some((top, bottom)) if mid >= top && mid <= bottom => {
-                    if let Some(r) = rows.last_mut() {
-                        r.push(w);
-                    }
-                }
-                _ => {
-                    rows.push(vec![w]);
-                    let half = (w.height / 2).max(1);
-                    band = Some((mid - half * 7 / 10, mid + half * 7 / 10));
-                }
+            let (top, bottom) = (w.top, w.top + w.height);
+            let overlap = |r: &(i32, i32, Vec<&OcrWord>)| {
+                let o = bottom.min(r.1) - top.max(r.0);
+                let need = (w.height.min(r.1 - r.0) / 2).max(1);
+                (o >= need).then_some(o)
+            };
+            let n = rows.len();
+            let best =
+                (n.saturating_sub(4)..n).filter_map(|i| overlap(&rows[i]).map(|o| (i, o))).max_by_key(|(_, o)| *o);
+            match best {
+                Some((i, _)) => rows[i].2.push(w),
+                None => rows.push((top, bottom, vec![w])),
             }
         }
+        let rows: Vec<Vec<&OcrWord>> = rows.into_iter().map(|(_, _, r)| r).collect();
         let rows = rows
             .into_iter()
             .map(|mut r| {

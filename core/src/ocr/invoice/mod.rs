@@ -44,7 +44,7 @@ fn amount_in(s: &str) -> Option<Amount> {
 
 /// Extracts the fields from positioned words (all pages, in order).
 pub fn from_words(words: Vec<OcrWord>, lang: Language) -> InvoiceMeta {
-    let layout = Layout::from_words(&words::upright(words));
+    let layout = Layout::from_words(&words::level(words::upright(words)));
     from_layout(&layout, lang)
 }
 

@@ -28,13 +28,24 @@ pub fn breakdown(layout: &Layout) -> Vec<TaxLine> {
         let mut line = None;
         'pairs: for (i, &base) in found.iter().enumerate() {
             for (j, &tax) in found.iter().enumerate() {
-                if i != j && base.percent(rate).close_to(tax, ROUNDING_CENTS) && base.abs() >= tax.abs() {
-                    line = Some(TaxLine { rate, base: Some(base), amount: tax, confidence: 0.9 * row.confidence() });
+                // Compared by magnitude: OCR drops a credit note's minus signs; the tax takes the
+                // base's sign.
+                if i != j && base.percent(rate).abs().close_to(tax.abs(), ROUNDING_CENTS) && base.abs() >= tax.abs() {
+                    let amount =
+                        if (base < Amount::ZERO) == (tax < Amount::ZERO) { tax } else { Amount::ZERO.sub(tax) };
+                    line = Some(TaxLine { rate, base: Some(base), amount, confidence: 0.9 * row.confidence() });
                     break 'pairs;
                 }
             }
         }
-        if line.is_none() && found.len() == 1 && rate.ten_thousandths() > 0 {
+        // One amount alone is the tax only when nothing else on the row looks like a number (a
+        // misread "-4,10" as "410" must not leave the base to pass for the tax).
+        let after_rate = &text[rate_at..];
+        let numbers = after_rate
+            .split(|c: char| !c.is_ascii_digit() && c != ',' && c != '.')
+            .filter(|t| t.chars().any(|c| c.is_ascii_digit()))
+            .count();
+        if line.is_none() && found.len() == 1 && numbers <= 2 && rate.ten_thousandths() > 0 {
             line = Some(TaxLine { rate, base: None, amount: found[0], confidence: 0.5 * row.confidence() });
         }
         if let Some(l) = line
@@ -85,6 +96,16 @@ pub fn choose(
         }
     }
     let mut tax = top(tax);
+    // Credit notes print negative totals; OCR loses a minus sign easily. A tax of the opposite
+    // sign is a weaker candidate, kept only if it makes the totals agree.
+    if gross.iter().chain(net.iter()).any(|c| c.value < Amount::ZERO) {
+        let flipped: Vec<Candidate<Amount>> = tax
+            .iter()
+            .filter(|t| t.value > Amount::ZERO)
+            .map(|t| Candidate { value: Amount::ZERO.sub(t.value), score: t.score * 0.9, row: t.row })
+            .collect();
+        tax.extend(flipped);
+    }
     let breakdown_sum = (!rates.is_empty()).then(|| rates.iter().fold(Amount::ZERO, |s, t| s.add(t.amount)));
     if let Some(sum) = breakdown_sum
         && !tax.iter().any(|t| t.value == sum)
@@ -193,5 +214,9 @@ mod tests {
         assert_eq!(lines.len(), 2);
         assert_eq!((lines[0].rate.to_string(), lines[0].amount.to_string()), ("20.00".into(), "16.38".into()));
         assert_eq!(lines[1].amount.to_string(), "29.87");
+        let credit = breakdown(&Layout::from_words(&crate::ocr::invoice::words::from_layout_text(
+            "TVA collectée (vente) 20,0%   -20,48 €   4,10€   Total taxes   €",
+        )));
+        assert_eq!(credit[0].amount.to_string(), "-4.10");
     }
 }

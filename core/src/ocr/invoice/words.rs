@@ -102,6 +102,36 @@ pub fn upright(words: Vec<OcrWord>) -> Vec<OcrWord> {
         .collect()
 }
 
+/// Removes the slant of a photographed page (rows that climb or fall across the page): the
+/// median slope between neighbouring words of one line, undone by shearing every box.
+pub fn level(words: Vec<OcrWord>) -> Vec<OcrWord> {
+    let mut slopes: Vec<f64> = words
+        .windows(2)
+        .filter_map(|p| {
+            let (a, b) = (&p[0], &p[1]);
+            let dx = f64::from((b.left + b.width / 2) - (a.left + a.width / 2));
+            let dy = f64::from((b.top + b.height) - (a.top + a.height));
+            let h = f64::from(a.height.max(b.height).max(1));
+            (dx > h && dx < 15.0 * h && dy.abs() < 0.6 * h).then(|| dy / dx)
+        })
+        .collect();
+    if slopes.len() < 8 {
+        return words;
+    }
+    slopes.sort_by(f64::total_cmp);
+    let slope = slopes[slopes.len() / 2];
+    if slope.abs() < 0.002 {
+        return words;
+    }
+    words
+        .into_iter()
+        .map(|w| {
+            let mid = f64::from(w.left + w.width / 2);
+            OcrWord { top: w.top - (slope * mid).round() as i32, ..w }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
