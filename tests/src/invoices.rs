@@ -177,3 +177,43 @@ fn scoring_rules() {
     assert!(field_matches("supplier_siret", "421 938 861", Some("42193886100018"), false));
     assert!(!field_matches("date", "2017-11-13", None, false));
 }
+
+/// A CII XML upload is read exactly; a billion-laughs XML is taken as a document and yields no
+/// meta (its DTD refused, nothing expanded); `profile=raw` never extracts.
+#[test]
+fn xml_uploads_and_the_raw_profile() {
+    courrier_bin();
+    let app = TestApp::spawn();
+    let key = user_key(&app, "xml@example.org");
+    let ubl = br#"<?xml version="1.0" encoding="UTF-8"?>
+<Invoice xmlns="urn:oasis:names:specification:ubl:schema:xsd:Invoice-2" xmlns:cbc="urn:oasis:names:specification:ubl:schema:xsd:CommonBasicComponents-2" xmlns:cac="urn:oasis:names:specification:ubl:schema:xsd:CommonAggregateComponents-2">
+  <cbc:ID>UBL-42</cbc:ID><cbc:IssueDate>2026-11-14</cbc:IssueDate><cbc:DocumentCurrencyCode>EUR</cbc:DocumentCurrencyCode>
+  <cac:LegalMonetaryTotal><cbc:TaxExclusiveAmount currencyID="EUR">100.00</cbc:TaxExclusiveAmount><cbc:TaxInclusiveAmount currencyID="EUR">120.00</cbc:TaxInclusiveAmount></cac:LegalMonetaryTotal>
+</Invoice>"#;
+    let resp = upload(&app, &key, "invoice.xml", ubl, &[("lang", "fr"), ("profile", "invoice")]);
+    assert_eq!(resp.status, 200, "{}", resp.body);
+    let body = resp.json();
+    assert_eq!(body["meta"]["invoice_number"], "UBL-42", "{body}");
+    assert_eq!(body["meta"]["amount"], "120.00");
+    assert_eq!(body["meta"]["confidence"]["amount"], 1.0);
+    assert!(body["message"].as_str().unwrap().contains("xml"), "{body}");
+    // The meta is kept with the document: GET answers it as POST did.
+    let auth = format!("Bearer {key}");
+    let path = format!("/api/ocrs?ocrID={}", body["ocrID"].as_str().unwrap());
+    let stored = app.client.request("GET", &path, &[("authorization", &auth)], None);
+    assert_eq!(stored.status, 200, "{}", stored.body);
+    assert_eq!(stored.json()["meta"], body["meta"]);
+
+    let bomb = br#"<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol"><!ENTITY lol1 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;"><!ENTITY lol2 "&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;">]><Invoice>&lol2;</Invoice>"#;
+    let resp = upload(&app, &key, "bomb.xml", bomb, &[("lang", "fr"), ("profile", "invoice")]);
+    assert_eq!(resp.status, 200, "{}", resp.body);
+    assert_eq!(resp.json()["meta"], "");
+
+    let facturx = std::fs::read(workspace_root().join("fixtures/invoices/facturx/Facture_FR_BASIC.pdf")).unwrap();
+    let raw = upload(&app, &key, "f.pdf", &facturx, &[("lang", "fr"), ("profile", "raw")]).json();
+    assert_eq!(raw["meta"], "", "raw applies no extraction");
+    assert!(raw["result"].as_str().unwrap().contains("FA-2017-0010"));
+    let invoice = upload(&app, &key, "f.pdf", &facturx, &[("lang", "fr"), ("profile", "invoice")]).json();
+    assert_eq!(invoice["meta"]["invoice_number"], "FA-2017-0010");
+    assert_eq!(invoice["meta"]["confidence"]["invoice_number"], 1.0, "taken from the embedded XML");
+}

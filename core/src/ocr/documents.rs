@@ -132,6 +132,9 @@ pub struct Document {
     /// The text read, pages separated by form feeds as `pdftotext` separates them.
     pub text: String,
     pub created_at: Timestamp,
+    /// The `meta` of the processing response as it was sent (`InvoiceMeta::to_json`), kept for
+    /// `GET /api/ocrs`: an object, or `""`.
+    pub meta: serde_json::Value,
 }
 
 /// What a client sent.
@@ -267,6 +270,7 @@ pub fn submit(app: &Courrier, p: &Principal, ctx: &RequestCtx, upload: Upload) -
         state: DocumentState::after(upload.action),
         text,
         created_at: now,
+        meta: meta.to_json(),
     };
     in_write(&*app.store, |tx| {
         tx.insert_ocr_document(&document)?;

@@ -116,7 +116,7 @@ fn stored(d: &Document) -> Value {
         "message": format!("{} page(s), {}, {}", d.pages, d.kind.as_str(), d.state.as_str()),
         "errors": "",
         "result": d.text,
-        "meta": "",
+        "meta": d.meta,
     })
 }
 
