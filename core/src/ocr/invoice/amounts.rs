@@ -33,7 +33,7 @@ pub fn find_all(s: &str) -> Vec<(usize, Amount)> {
             let m = c.get(2)?;
             let a = normalize(m.as_str())?;
             let neg = c.get(1).is_some();
-            Some((c.get(1).unwrap_or(m).start(), if neg { Amount::ZERO.sub(a) } else { a }))
+            Some((c.get(1).unwrap_or(m).start(), if neg { Amount::ZERO.minus(a) } else { a }))
         })
         .collect()
 }

@@ -108,7 +108,7 @@ fn cii(root: Node) -> InvoiceMeta {
         let rate = amount(child(t, "RateApplicablePercent")).unwrap_or(Amount::ZERO);
         let base = amount(child(t, "BasisAmount"));
         if exempt_category(text(child(t, "CategoryCode")).as_deref()) {
-            exempt_base = Some(exempt_base.unwrap_or(Amount::ZERO).add(base.unwrap_or(Amount::ZERO)));
+            exempt_base = Some(exempt_base.unwrap_or(Amount::ZERO).plus(base.unwrap_or(Amount::ZERO)));
         }
         taxes.push(TaxLine {
             rate,
@@ -127,7 +127,7 @@ fn cii(root: Node) -> InvoiceMeta {
                     .iter()
                     .any(|w| reason.contains(w)))
     });
-    let delivery = shipping.filter_map(|c| amount(child(c, "ActualAmount"))).reduce(Amount::add);
+    let delivery = shipping.filter_map(|c| amount(child(c, "ActualAmount"))).reduce(Amount::plus);
     let products = tx
         .into_iter()
         .flat_map(|t| children(t, "IncludedSupplyChainTradeLineItem"))
@@ -225,7 +225,7 @@ fn ubl(root: Node) -> InvoiceMeta {
         .filter_map(|s| {
             let base = amount(child(s, "TaxableAmount"));
             if exempt_category(text(at(s, &["TaxCategory", "ID"])).as_deref()) {
-                exempt_base = Some(exempt_base.unwrap_or(Amount::ZERO).add(base.unwrap_or(Amount::ZERO)));
+                exempt_base = Some(exempt_base.unwrap_or(Amount::ZERO).plus(base.unwrap_or(Amount::ZERO)));
             }
             let rate = amount(at(s, &["TaxCategory", "Percent"])).unwrap_or(Amount::ZERO);
             let tax = amount(child(s, "TaxAmount")).unwrap_or(Amount::ZERO);

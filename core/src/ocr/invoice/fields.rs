@@ -178,7 +178,7 @@ pub fn best<T: Clone>(cands: &[Candidate<T>]) -> Option<Candidate<T>> {
 /// An invoice number: the first token with a digit, 3 to 30 characters of letters, digits and
 /// `-/_.#`, that is neither a date nor an amount.
 pub fn invoice_number(s: &str) -> Option<String> {
-    let s = s.trim_start_matches(|c: char| matches!(c, ':' | '.' | ' ' | '-' | '°' | 'º'));
+    let s = s.trim_start_matches([':', '.', ' ', '-', '°', 'º']);
     for (i, token) in s.split_whitespace().enumerate() {
         if i > 2 {
             break;

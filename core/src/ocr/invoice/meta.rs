@@ -51,11 +51,11 @@ impl Amount {
         Self(self.0.saturating_abs())
     }
 
-    pub fn add(self, other: Self) -> Self {
+    pub fn plus(self, other: Self) -> Self {
         Self(self.0.saturating_add(other.0))
     }
 
-    pub fn sub(self, other: Self) -> Self {
+    pub fn minus(self, other: Self) -> Self {
         Self(self.0.saturating_sub(other.0))
     }
 

@@ -32,7 +32,7 @@ pub fn breakdown(layout: &Layout) -> Vec<TaxLine> {
                 // base's sign.
                 if i != j && base.percent(rate).abs().close_to(tax.abs(), ROUNDING_CENTS) && base.abs() >= tax.abs() {
                     let amount =
-                        if (base < Amount::ZERO) == (tax < Amount::ZERO) { tax } else { Amount::ZERO.sub(tax) };
+                        if (base < Amount::ZERO) == (tax < Amount::ZERO) { tax } else { Amount::ZERO.minus(tax) };
                     line = Some(TaxLine { rate, base: Some(base), amount, confidence: 0.9 * row.confidence() });
                     break 'pairs;
                 }
@@ -102,11 +102,11 @@ pub fn choose(
         let flipped: Vec<Candidate<Amount>> = tax
             .iter()
             .filter(|t| t.value > Amount::ZERO)
-            .map(|t| Candidate { value: Amount::ZERO.sub(t.value), score: t.score * 0.9, row: t.row })
+            .map(|t| Candidate { value: Amount::ZERO.minus(t.value), score: t.score * 0.9, row: t.row })
             .collect();
         tax.extend(flipped);
     }
-    let breakdown_sum = (!rates.is_empty()).then(|| rates.iter().fold(Amount::ZERO, |s, t| s.add(t.amount)));
+    let breakdown_sum = (!rates.is_empty()).then(|| rates.iter().fold(Amount::ZERO, |s, t| s.plus(t.amount)));
     if let Some(sum) = breakdown_sum
         && !tax.iter().any(|t| t.value == sum)
     {
@@ -129,7 +129,7 @@ pub fn choose(
                     continue;
                 }
                 if let (Some(g), Some(n), Some(t)) = (gv, nv, tv)
-                    && !n.add(t).close_to(g, ROUNDING_CENTS)
+                    && !n.plus(t).close_to(g, ROUNDING_CENTS)
                 {
                     continue;
                 }
@@ -165,15 +165,15 @@ pub fn choose(
             totals.tax = Some(Found::new(Amount::ZERO, g.confidence.min(n.confidence) * 0.8));
         }
         (Some(g), Some(n), None)
-            if rates.is_empty() || breakdown_sum.is_some_and(|s| n.value.add(s).close_to(g.value, ROUNDING_CENTS)) =>
+            if rates.is_empty() || breakdown_sum.is_some_and(|s| n.value.plus(s).close_to(g.value, ROUNDING_CENTS)) =>
         {
-            totals.tax = Some(Found::new(g.value.sub(n.value), g.confidence.min(n.confidence) * 0.8));
+            totals.tax = Some(Found::new(g.value.minus(n.value), g.confidence.min(n.confidence) * 0.8));
         }
         (Some(g), None, Some(t)) if t.value.abs() <= g.value.abs() => {
-            totals.net = Some(Found::new(g.value.sub(t.value), g.confidence.min(t.confidence) * 0.8));
+            totals.net = Some(Found::new(g.value.minus(t.value), g.confidence.min(t.confidence) * 0.8));
         }
         (None, Some(n), Some(t)) => {
-            totals.gross = Some(Found::new(n.value.add(t.value), n.confidence.min(t.confidence) * 0.8));
+            totals.gross = Some(Found::new(n.value.plus(t.value), n.confidence.min(t.confidence) * 0.8));
         }
         _ => {}
     }

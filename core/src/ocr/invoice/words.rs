@@ -16,9 +16,8 @@ pub fn from_layout_text(text: &str) -> Vec<OcrWord> {
     let mut line_no = 0i32;
     for page in text.split('\x0c') {
         for line in page.lines() {
-            let mut col = 0i32;
             let mut start: Option<(i32, String)> = None;
-            for c in line.chars().chain(std::iter::once(' ')) {
+            for (col, c) in (0i32..).zip(line.chars().chain(std::iter::once(' '))) {
                 if c.is_whitespace() {
                     if let Some((at, w)) = start.take() {
                         let width = w.chars().count() as i32 * CHAR_WIDTH;
@@ -37,7 +36,6 @@ pub fn from_layout_text(text: &str) -> Vec<OcrWord> {
                         None => start = Some((col, c.to_string())),
                     }
                 }
-                col += 1;
             }
             line_no += 1;
         }
