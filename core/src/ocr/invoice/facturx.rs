@@ -34,19 +34,26 @@ pub fn parse(xml: &[u8]) -> Result<InvoiceMeta, XmlInvoiceError> {
     let doc = Document::parse_with_options(text, options).map_err(|e| XmlInvoiceError::Malformed(e.to_string()))?;
     let root = doc.root_element();
     match root.tag_name().name() {
-        "CrossIndustryInvoice" => Ok(cii(root)),
+        // Factur-X / ZUGFeRD 2 / XRechnung CII, and ZUGFeRD 1's older form of it.
+        "CrossIndustryInvoice" | "CrossIndustryDocument" => Ok(cii(root)),
         "Invoice" | "CreditNote" => Ok(ubl(root)),
         _ => Err(XmlInvoiceError::NotAnInvoice),
     }
 }
 
-/// The first child element named `name` (namespaces ignored: CII and UBL each use one per name).
-fn child<'a, 'i>(n: Node<'a, 'i>, name: &str) -> Option<Node<'a, 'i>> {
-    n.children().find(|c| c.is_element() && c.tag_name().name() == name)
+/// Whether an element is named `names` (`A|B`: either; ZUGFeRD 1 names some elements otherwise
+/// than CII D16B). Namespaces are ignored: CII and UBL each use one per name.
+fn named(n: &Node, names: &str) -> bool {
+    n.is_element() && names.split('|').any(|name| n.tag_name().name() == name)
 }
 
-fn children<'a, 'i>(n: Node<'a, 'i>, name: &'a str) -> impl Iterator<Item = Node<'a, 'i>> + 'a {
-    n.children().filter(move |c| c.is_element() && c.tag_name().name() == name)
+/// The first child element named `names`.
+fn child<'a, 'i>(n: Node<'a, 'i>, names: &str) -> Option<Node<'a, 'i>> {
+    n.children().find(|c| named(c, names))
+}
+
+fn children<'a, 'i>(n: Node<'a, 'i>, names: &'a str) -> impl Iterator<Item = Node<'a, 'i>> + 'a {
+    n.children().filter(move |c| named(c, names))
 }
 
 /// The node at a path of child names.
@@ -73,12 +80,14 @@ fn exempt_category(code: Option<&str>) -> bool {
 }
 
 fn cii(root: Node) -> InvoiceMeta {
-    let doc = child(root, "ExchangedDocument");
-    let tx = child(root, "SupplyChainTradeTransaction");
-    let agreement = tx.and_then(|t| child(t, "ApplicableHeaderTradeAgreement"));
-    let settlement = tx.and_then(|t| child(t, "ApplicableHeaderTradeSettlement"));
+    let doc = child(root, "ExchangedDocument|HeaderExchangedDocument");
+    let tx = child(root, "SupplyChainTradeTransaction|SpecifiedSupplyChainTradeTransaction");
+    let agreement = tx.and_then(|t| child(t, "ApplicableHeaderTradeAgreement|ApplicableSupplyChainTradeAgreement"));
+    let settlement = tx.and_then(|t| child(t, "ApplicableHeaderTradeSettlement|ApplicableSupplyChainTradeSettlement"));
     let seller = agreement.and_then(|a| child(a, "SellerTradeParty"));
-    let sums = settlement.and_then(|s| child(s, "SpecifiedTradeSettlementHeaderMonetarySummation"));
+    let sums = settlement.and_then(|s| {
+        child(s, "SpecifiedTradeSettlementHeaderMonetarySummation|SpecifiedTradeSettlementMonetarySummation")
+    });
     let currency = settlement.and_then(|s| text(child(s, "InvoiceCurrencyCode")));
     let vat = seller.and_then(|s| {
         children(s, "SpecifiedTaxRegistration")
@@ -105,7 +114,7 @@ fn cii(root: Node) -> InvoiceMeta {
     let mut taxes = Vec::new();
     let mut exempt_base: Option<Amount> = None;
     for t in settlement.into_iter().flat_map(|s| children(s, "ApplicableTradeTax")) {
-        let rate = amount(child(t, "RateApplicablePercent")).unwrap_or(Amount::ZERO);
+        let rate = amount(child(t, "RateApplicablePercent|ApplicablePercent")).unwrap_or(Amount::ZERO);
         let base = amount(child(t, "BasisAmount"));
         if exempt_category(text(child(t, "CategoryCode")).as_deref()) {
             exempt_base = Some(exempt_base.unwrap_or(Amount::ZERO).plus(base.unwrap_or(Amount::ZERO)));
@@ -136,22 +145,33 @@ fn cii(root: Node) -> InvoiceMeta {
             Product {
                 reference: product.and_then(|p| text(child(p, "SellerAssignedID"))),
                 label: product.and_then(|p| text(child(p, "Name"))).unwrap_or_default(),
-                qty: amount(at(line, &["SpecifiedLineTradeDelivery", "BilledQuantity"])),
+                qty: amount(at(
+                    line,
+                    &["SpecifiedLineTradeDelivery|SpecifiedSupplyChainTradeDelivery", "BilledQuantity"],
+                )),
                 unit_price: amount(at(
                     line,
-                    &["SpecifiedLineTradeAgreement", "NetPriceProductTradePrice", "ChargeAmount"],
+                    &[
+                        "SpecifiedLineTradeAgreement|SpecifiedSupplyChainTradeAgreement",
+                        "NetPriceProductTradePrice",
+                        "ChargeAmount",
+                    ],
                 )),
                 total_ht: amount(at(
                     line,
                     &[
-                        "SpecifiedLineTradeSettlement",
-                        "SpecifiedTradeSettlementLineMonetarySummation",
+                        "SpecifiedLineTradeSettlement|SpecifiedSupplyChainTradeSettlement",
+                        "SpecifiedTradeSettlementLineMonetarySummation|SpecifiedTradeSettlementMonetarySummation",
                         "LineTotalAmount",
                     ],
                 )),
                 tax_value: amount(at(
                     line,
-                    &["SpecifiedLineTradeSettlement", "ApplicableTradeTax", "RateApplicablePercent"],
+                    &[
+                        "SpecifiedLineTradeSettlement|SpecifiedSupplyChainTradeSettlement",
+                        "ApplicableTradeTax",
+                        "RateApplicablePercent|ApplicablePercent",
+                    ],
                 )),
             }
         })
@@ -286,6 +306,30 @@ mod tests {
         assert!(matches!(parse(xxe.as_bytes()), Err(XmlInvoiceError::Malformed(_))));
         assert_eq!(parse(b"<html/>"), Err(XmlInvoiceError::NotAnInvoice));
         assert_eq!(parse(&vec![b' '; MAX_XML_BYTES + 1]), Err(XmlInvoiceError::TooLarge));
+    }
+
+    #[test]
+    fn a_zugferd_1_invoice_is_read_exactly() {
+        let xml = r#"<rsm:CrossIndustryDocument xmlns:rsm="urn:ferd:CrossIndustryDocument:invoice:1p0" xmlns:ram="urn:un:unece:uncefact:data:standard:ReusableAggregateBusinessInformationEntity:12" xmlns:udt="urn:un:unece:uncefact:data:standard:UnqualifiedDataType:15">
+  <rsm:HeaderExchangedDocument><ram:ID>471102</ram:ID><ram:TypeCode>380</ram:TypeCode>
+    <ram:IssueDateTime><udt:DateTimeString format="102">20130305</udt:DateTimeString></ram:IssueDateTime></rsm:HeaderExchangedDocument>
+  <rsm:SpecifiedSupplyChainTradeTransaction>
+    <ram:ApplicableSupplyChainTradeAgreement><ram:SellerTradeParty><ram:Name>Lieferant GmbH</ram:Name>
+      <ram:SpecifiedTaxRegistration><ram:ID schemeID="VA">DE123456789</ram:ID></ram:SpecifiedTaxRegistration></ram:SellerTradeParty></ram:ApplicableSupplyChainTradeAgreement>
+    <ram:ApplicableSupplyChainTradeSettlement><ram:InvoiceCurrencyCode>EUR</ram:InvoiceCurrencyCode>
+      <ram:ApplicableTradeTax><ram:CalculatedAmount currencyID="EUR">19.25</ram:CalculatedAmount><ram:TypeCode>VAT</ram:TypeCode>
+        <ram:BasisAmount currencyID="EUR">275.00</ram:BasisAmount><ram:ApplicablePercent>7.00</ram:ApplicablePercent></ram:ApplicableTradeTax>
+      <ram:SpecifiedTradeSettlementMonetarySummation><ram:TaxBasisTotalAmount currencyID="EUR">275.00</ram:TaxBasisTotalAmount>
+        <ram:TaxTotalAmount currencyID="EUR">19.25</ram:TaxTotalAmount><ram:GrandTotalAmount currencyID="EUR">294.25</ram:GrandTotalAmount>
+      </ram:SpecifiedTradeSettlementMonetarySummation></ram:ApplicableSupplyChainTradeSettlement>
+  </rsm:SpecifiedSupplyChainTradeTransaction></rsm:CrossIndustryDocument>"#;
+        let json = parse(xml.as_bytes()).unwrap().to_json();
+        assert_eq!(json["invoice_number"], "471102");
+        assert_eq!(json["date"], "2013-03-05");
+        assert_eq!(json["supplier_numtva"], "DE123456789");
+        assert_eq!(json["amount"], "294.25");
+        assert_eq!(json["value_tax1"], "7.00");
+        assert_eq!(json["amount_tax1"], "19.25");
     }
 
     #[test]

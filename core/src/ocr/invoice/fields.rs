@@ -178,7 +178,7 @@ pub fn best<T: Clone>(cands: &[Candidate<T>]) -> Option<Candidate<T>> {
 /// An invoice number: the first token with a digit, 3 to 30 characters of letters, digits and
 /// `-/_.#`, that is neither a date nor an amount.
 pub fn invoice_number(s: &str) -> Option<String> {
-    let s = s.trim_start_matches([':', '.', ' ', '-', '°', 'º']);
+    let s = s.trim_start_matches([':', '.', ',', ' ', '-', '°', 'º']);
     for (i, token) in s.split_whitespace().enumerate() {
         if i > 2 {
             break;
@@ -237,6 +237,7 @@ mod tests {
     fn invoice_numbers_are_tokens_with_digits() {
         assert_eq!(invoice_number(" : FA-2017-0010").as_deref(), Some("FA-2017-0010"));
         assert_eq!(invoice_number("N° 562044387").as_deref(), Some("562044387"));
+        assert_eq!(invoice_number(", RE-2026-5657").as_deref(), Some("RE-2026-5657"));
         assert_eq!(invoice_number("#BLR_WFLD20151000982590").as_deref(), Some("#BLR_WFLD20151000982590"));
         assert_eq!(invoice_number("à régler par virement"), None);
         assert_eq!(invoice_number("13/11/2017"), None);
