@@ -190,6 +190,71 @@ mod tests {
         assert_eq!(json["products"][0]["label"], "Papier A4 ramette");
     }
 
+    /// Nothing panics on input: pseudo-random pages of labels, numbers, accents, symbols and
+    /// multi-byte characters, laid out and as OCR boxes in any position.
+    #[test]
+    fn arbitrary_pages_never_panic() {
+        const PIECES: &[&str] = &[
+            "Total TTC",
+            "TVA",
+            "20 %",
+            "5,5%",
+            "1 234,56",
+            "-12,00 €",
+            "N°",
+            "Facture",
+            "Date",
+            ":",
+            "13/11/2017",
+            "FR40303265045",
+            "IBAN FR76",
+            "SIRET",
+            "é",
+            "€",
+            "°",
+            "ü",
+            "—",
+            "  ",
+            "\n",
+            "0",
+            "99999999999999999999",
+            "Client",
+            "SARL",
+            " - ",
+            "août",
+            "%",
+            ".",
+            ",",
+            "x",
+            "👍",
+        ];
+        let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for _ in 0..300 {
+            let n = (next() % 80) as usize;
+            let text: String =
+                (0..n).map(|_| PIECES[(next() % PIECES.len() as u64) as usize]).collect::<Vec<_>>().join(" ");
+            let _ = from_layout_text(&text, Language::French).to_json();
+            let words: Vec<OcrWord> = text
+                .split_whitespace()
+                .map(|t| OcrWord {
+                    text: t.to_owned(),
+                    left: (next() % 3000) as i32 - 100,
+                    top: (next() % 4000) as i32 - 100,
+                    width: (next() % 400) as i32,
+                    height: (next() % 80) as i32,
+                    confidence: (next() % 100) as f32 / 100.0,
+                })
+                .collect();
+            let _ = from_words(words, Language::German).to_json();
+        }
+    }
+
     #[test]
     fn nothing_on_the_page_is_an_empty_meta() {
         assert_eq!(from_layout_text("hello world", Language::English).to_json(), serde_json::json!(""));
