@@ -6,6 +6,7 @@ mod access;
 mod cli;
 mod dns_check;
 mod envelopes;
+mod extraction;
 mod invoices;
 mod members;
 mod ocr;

@@ -11,10 +11,11 @@
 //! with other extractors), and `pdftoppm` renders scanned pages that are not a single JPEG. Both
 //! poppler tools run as children of the child and inherit its limits.
 //!
-//! Protocol: `courrier sandbox content <max_pages>` or `courrier sandbox page <n>`; the PDF on
-//! stdin; on stdout a count record then page records, each a tag byte and a length-prefixed body:
-//! `N` page count (u32), `T` text, `J` JPEG bytes, `G` width (u32) height (u32) and gray pixels,
-//! `E` an error kind byte and message. Integers are big-endian; lengths are u64.
+//! Protocol: `courrier sandbox content <max_pages>`, `courrier sandbox page <n>` or `courrier
+//! sandbox xml`; the PDF on stdin; on stdout a count record then page records, each a tag byte and
+//! a length-prefixed body: `N` page count (u32), `T` text, `J` JPEG bytes, `G` width (u32) height
+//! (u32) and gray pixels, `X` an embedded invoice XML, `E` an error kind byte and message.
+//! Integers are big-endian; lengths are u64.
 
 use crate::ocr::engine::GrayImage;
 use crate::ocr::pdf::{PdfError, PdfPage, PdfReader};
@@ -192,6 +193,11 @@ impl PdfReader for SandboxedPdfReader {
             _ => Err(PdfError::Unreadable("the sandbox returned no page".into())),
         }
     }
+
+    fn invoice_xml(&self, pdf: &[u8]) -> Result<Option<Vec<u8>>, PdfError> {
+        let records = self.run(&["xml".into()], pdf)?;
+        Ok(records.into_iter().find_map(|r| if let Record::Xml(x) = r { Some(x) } else { None }))
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -201,6 +207,7 @@ impl PdfReader for SandboxedPdfReader {
 enum Record {
     Count(u32),
     Page(PdfPage),
+    Xml(Vec<u8>),
     Error(PdfError),
 }
 
@@ -215,6 +222,7 @@ fn write_record(out: &mut impl Write, r: &Record) -> std::io::Result<()> {
         Record::Count(n) => (b'N', n.to_be_bytes().to_vec()),
         Record::Page(PdfPage::Text(t)) => (b'T', t.as_bytes().to_vec()),
         Record::Page(PdfPage::Jpeg(j)) => (b'J', j.clone()),
+        Record::Xml(x) => (b'X', x.clone()),
         Record::Page(PdfPage::Rendered(g)) => {
             let mut b = Vec::with_capacity(8 + g.pixels().len());
             b.extend_from_slice(&g.width().to_be_bytes());
@@ -257,6 +265,7 @@ fn parse_records(mut buf: &[u8]) -> Result<Vec<Record>, String> {
             b'N' => Record::Count(u32_at(0).ok_or("count")?),
             b'T' => Record::Page(PdfPage::Text(String::from_utf8_lossy(body).into_owned())),
             b'J' => Record::Page(PdfPage::Jpeg(body.to_vec())),
+            b'X' => Record::Xml(body.to_vec()),
             b'G' => {
                 let (w, h) = (u32_at(0).ok_or("width")?, u32_at(4).ok_or("height")?);
                 let image = GrayImage::new(w, h, body[8..].to_vec()).ok_or("pixels do not match the size")?;
@@ -301,6 +310,7 @@ pub fn child_main(args: &[String]) -> u8 {
     let result = match args {
         [mode, n] if mode == "content" => n.parse().map_err(|_| bad_args()).and_then(|max| content(&pdf, max)),
         [mode, n] if mode == "page" => n.parse().map_err(|_| bad_args()).and_then(|page| page_image(&pdf, page)),
+        [mode] if mode == "xml" => invoice_xml(&pdf),
         _ => Err(bad_args()),
     };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
@@ -317,7 +327,7 @@ pub fn child_main(args: &[String]) -> u8 {
 }
 
 fn bad_args() -> PdfError {
-    PdfError::Unavailable("usage: courrier sandbox content <max_pages> | page <n>".into())
+    PdfError::Unavailable("usage: courrier sandbox content <max_pages> | page <n> | xml".into())
 }
 
 fn limit_self() -> std::io::Result<()> {
@@ -583,6 +593,48 @@ fn page_image(pdf: &[u8], page_no: u32) -> Result<Vec<Record>, PdfError> {
     Ok(vec![Record::Count(count), Record::Page(image)])
 }
 
+/// The names hybrid invoice standards give their XML attachment (Factur-X, ZUGFeRD 1 and 2,
+/// XRechnung, Order-X), compared in lower case.
+const INVOICE_XML_NAMES: &[&str] =
+    &["factur-x.xml", "zugferd-invoice.xml", "zugferd_invoice.xml", "xrechnung.xml", "order-x.xml"];
+/// An attachment larger than this is not an invoice (the parser refuses more anyway).
+const MAX_INVOICE_XML: usize = crate::ocr::invoice::facturx::MAX_XML_BYTES;
+
+/// The embedded invoice XML: a file specification (a dictionary with `/EF`) whose `/UF` or `/F`
+/// name is one of the standards' names, its `/EF /F` stream inflated with a cap.
+fn invoice_xml(pdf: &[u8]) -> Result<Vec<Record>, PdfError> {
+    let doc = load(pdf)?;
+    let name_of = |d: &lopdf::Dictionary| -> Option<String> {
+        ["UF", "F"].iter().find_map(|k| {
+            let o = d.get(k.as_bytes()).ok()?;
+            let (_, o) = doc.dereference(o).ok()?;
+            o.as_str().ok().map(|b| String::from_utf8_lossy(b).to_lowercase())
+        })
+    };
+    for object in doc.objects.values() {
+        let Ok(spec) = object.as_dict() else { continue };
+        let Ok(ef) = spec.get(b"EF").and_then(|o| doc.dereference(o)).and_then(|(_, o)| o.as_dict()) else { continue };
+        let Some(name) = name_of(spec) else { continue };
+        if !INVOICE_XML_NAMES.iter().any(|n| name.ends_with(n)) {
+            continue;
+        }
+        let Ok((_, stream)) = ef.get(b"F").and_then(|o| doc.dereference(o)) else { continue };
+        let Ok(stream) = stream.as_stream() else { continue };
+        let bytes = if stream.dict.get(b"Filter").is_ok() {
+            stream
+                .get_plain_content_with_limit(MAX_INVOICE_XML + 1)
+                .map_err(|e| PdfError::Unreadable(format!("the embedded invoice: {e}")))?
+        } else {
+            stream.content.clone()
+        };
+        if bytes.len() > MAX_INVOICE_XML {
+            return Err(PdfError::LimitExceeded("the embedded invoice XML is too large".into()));
+        }
+        return Ok(vec![Record::Xml(bytes)]);
+    }
+    Ok(Vec::new())
+}
+
 /// The sandbox executable of a server: the lean `courrier-sandbox` beside it when it was built (it
 /// starts in a few ms instead of ~18: it does not load libtesseract), else the server's own binary.
 pub fn default_exe() -> Option<PathBuf> {
@@ -601,6 +653,7 @@ mod tests {
             Record::Count(2),
             Record::Page(PdfPage::Text("Total TTC\n".into())),
             Record::Page(PdfPage::Jpeg(vec![0xFF, 0xD8, 1, 2])),
+            Record::Xml(b"<rsm:CrossIndustryInvoice/>".to_vec()),
             Record::Page(PdfPage::Rendered(GrayImage::new(2, 1, vec![0, 255]).unwrap())),
             Record::Error(PdfError::TooManyPages { pages: 60, max: 50 }),
             Record::Error(PdfError::Encrypted),

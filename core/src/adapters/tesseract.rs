@@ -9,7 +9,7 @@
 //! code runs, so the binary re-executes itself with it set (cli `main.rs`); this adapter only
 //! warns when it finds it missing.
 
-use crate::ocr::engine::{EngineError, GrayImage, Language, OcrEngine, Segmentation};
+use crate::ocr::engine::{EngineError, GrayImage, Language, OcrEngine, OcrWord, RecognizedPage, Segmentation};
 use std::collections::HashMap;
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -19,12 +19,20 @@ use tesseract::Tesseract;
 /// "invalid resolution" guess of 70 dpi, which shrank its size thresholds.
 const SOURCE_DPI: i32 = 300;
 
+/// What a job asks for: a page's text only, or its text and the words' boxes (Tesseract's TSV),
+/// or the text of a zone cut out of a page, segmented as one line or one block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Want {
+    Text,
+    Words,
+    Zone(Segmentation),
+}
+
 struct Job {
     image: GrayImage,
     lang: Language,
-    /// A zone's layout; `None` for a whole page.
-    layout: Option<Segmentation>,
-    reply: Sender<Result<String, EngineError>>,
+    want: Want,
+    reply: Sender<Result<RecognizedPage, EngineError>>,
 }
 
 pub struct TesseractPool {
@@ -76,14 +84,14 @@ fn init(langs: &str) -> Result<Tesseract, EngineError> {
 fn recognize_with(
     mut engine: Tesseract,
     image: &GrayImage,
-    layout: Option<Segmentation>,
-) -> Result<(Tesseract, String), EngineError> {
+    want: Want,
+) -> Result<(Tesseract, RecognizedPage), EngineError> {
     let failed = |e: &dyn std::fmt::Display| EngineError::Failed(e.to_string());
     // Set on every job: engines are reused, and a zone's mode must not leak into the next page.
-    engine.set_page_seg_mode(match layout {
-        None => tesseract::PageSegMode::PsmAutoOsd,
-        Some(Segmentation::Line) => tesseract::PageSegMode::PsmSingleLine,
-        Some(Segmentation::Block) => tesseract::PageSegMode::PsmSingleBlock,
+    engine.set_page_seg_mode(match want {
+        Want::Text | Want::Words => tesseract::PageSegMode::PsmAutoOsd,
+        Want::Zone(Segmentation::Line) => tesseract::PageSegMode::PsmSingleLine,
+        Want::Zone(Segmentation::Block) => tesseract::PageSegMode::PsmSingleBlock,
     });
     let (w, h) =
         (i32::try_from(image.width()).map_err(|e| failed(&e))?, i32::try_from(image.height()).map_err(|e| failed(&e))?);
@@ -94,7 +102,37 @@ fn recognize_with(
         .recognize()
         .map_err(|e| failed(&e))?;
     let text = engine.get_text().map_err(|e| failed(&e))?;
-    Ok((engine, text))
+    let words = match want {
+        Want::Text | Want::Zone(_) => Vec::new(),
+        // The same recognition's results: get_tsv_text does not recognise again.
+        Want::Words => parse_tsv(&engine.get_tsv_text(0).map_err(|e| failed(&e))?),
+    };
+    Ok((engine, RecognizedPage { text, words }))
+}
+
+/// Tesseract's TSV: a header, then one row per layout element; level 5 rows are words:
+/// `level page block par line word left top width height conf text`, confidence 0..100 (-1 for
+/// non-words).
+fn parse_tsv(tsv: &str) -> Vec<OcrWord> {
+    tsv.lines()
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split('\t').collect();
+            if f.len() < 12 || f[0] != "5" {
+                return None;
+            }
+            let text = f[11].trim();
+            let n = |i: usize| f[i].trim().parse::<i32>().ok();
+            let conf = f[10].trim().parse::<f32>().ok()?;
+            (!text.is_empty() && conf >= 0.0).then(|| OcrWord {
+                text: text.to_owned(),
+                left: n(6).unwrap_or(0),
+                top: n(7).unwrap_or(0),
+                width: n(8).unwrap_or(0),
+                height: n(9).unwrap_or(0),
+                confidence: (conf / 100.0).clamp(0.0, 1.0),
+            })
+        })
+        .collect()
 }
 
 fn worker(jobs: &Mutex<Receiver<Job>>) {
@@ -112,20 +150,20 @@ fn worker(jobs: &Mutex<Receiver<Job>>) {
             Some(e) => Ok(e),
             None => init(langs),
         };
-        let result = engine.and_then(|e| recognize_with(e, &job.image, job.layout)).map(|(engine, text)| {
+        let result = engine.and_then(|e| recognize_with(e, &job.image, job.want)).map(|(engine, page)| {
             // Kept only after a success: a failed engine is dropped and made again next time.
             engines.insert(langs, engine);
-            text
+            page
         });
         let _ = job.reply.send(result);
     }
 }
 
 impl TesseractPool {
-    fn run(&self, image: &GrayImage, lang: Language, layout: Option<Segmentation>) -> Result<String, EngineError> {
+    fn run(&self, image: &GrayImage, lang: Language, want: Want) -> Result<RecognizedPage, EngineError> {
         let (reply, answer) = channel();
         self.sender()?
-            .send(Job { image: image.clone(), lang, layout, reply })
+            .send(Job { image: image.clone(), lang, want, reply })
             .map_err(|_| EngineError::Unavailable("the OCR workers stopped".into()))?;
         answer.recv().map_err(|_| EngineError::Unavailable("an OCR worker stopped".into()))?
     }
@@ -133,11 +171,15 @@ impl TesseractPool {
 
 impl OcrEngine for TesseractPool {
     fn recognize(&self, image: &GrayImage, lang: Language) -> Result<String, EngineError> {
-        self.run(image, lang, None)
+        Ok(self.run(image, lang, Want::Text)?.text)
+    }
+
+    fn recognize_words(&self, image: &GrayImage, lang: Language) -> Result<RecognizedPage, EngineError> {
+        self.run(image, lang, Want::Words)
     }
 
     fn recognize_zone(&self, image: &GrayImage, lang: Language, layout: Segmentation) -> Result<String, EngineError> {
-        self.run(image, lang, Some(layout))
+        Ok(self.run(image, lang, Want::Zone(layout))?.text)
     }
 
     fn ready(&self) -> Result<(), EngineError> {
@@ -151,6 +193,18 @@ mod tests {
     use crate::adapters::image_codec::ImageCrateCodec;
     use crate::ocr::deskew;
     use crate::ocr::images::ImageCodec;
+
+    #[test]
+    fn tsv_rows_of_level_five_are_words() {
+        let tsv = "level\tpage_num\tblock_num\tpar_num\tline_num\tword_num\tleft\ttop\twidth\theight\tconf\ttext\n\
+                   4\t1\t1\t1\t1\t0\t10\t20\t300\t40\t-1\t\n\
+                   5\t1\t1\t1\t1\t1\t10\t20\t90\t40\t96.5\tTotal\n\
+                   5\t1\t1\t1\t1\t2\t110\t20\t60\t40\t-1\t \n";
+        let words = parse_tsv(tsv);
+        assert_eq!(words.len(), 1);
+        assert_eq!((words[0].text.as_str(), words[0].left, words[0].height), ("Total", 10, 40));
+        assert!((words[0].confidence - 0.965).abs() < 1e-6);
+    }
 
     /// The invoice scan turned 5 degrees, as a careless scan would be: the deskewer finds the
     /// angle, and Tesseract reads the amounts on the page it turns back.

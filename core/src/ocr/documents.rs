@@ -3,9 +3,10 @@
 //! its record, and found again only by its owner.
 
 use super::blobs::{BlobError, BlobId};
-use super::engine::{EngineError, GrayImage, Language};
+use super::engine::{EngineError, GrayImage, Language, OcrWord, RecognizedPage};
 use super::images::ImageError;
 use super::intake::{DocumentKind, SniffError, sniff};
+use super::invoice::meta::InvoiceMeta;
 use super::pdf::{PdfError, PdfPage};
 use super::suppliers::{self, Facts, Source, VatNumber};
 use super::templates::{Template, TemplateError};
@@ -40,8 +41,9 @@ impl OcrId {
     }
 }
 
-/// `raw` returns the engine's text as it is; `invoice` (and any other value, as the contract
-/// says) allows local enhancements (invoice extraction, issue 7).
+/// `raw` returns the engine's text as it is and no `meta`; `invoice` (and any other value, as
+/// the contract says) allows local enhancements: the invoice's fields, checked against each
+/// other (`crate::ocr::invoice`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Profile {
     Raw,
@@ -133,6 +135,9 @@ pub struct Document {
     /// The text read, pages separated by form feeds as `pdftotext` separates them.
     pub text: String,
     pub created_at: Timestamp,
+    /// The `meta` of the processing response as it was sent (`InvoiceMeta::to_json`), kept for
+    /// `GET /api/ocrs`: an object, or `""`.
+    pub meta: serde_json::Value,
 }
 
 /// What a client sent.
@@ -163,9 +168,8 @@ pub struct Submitted {
     /// `storeOnly`: the first page as JPEG, and for an image upload the one-page PDF around it.
     pub page: Option<PageJpeg>,
     pub pdf: Option<Vec<u8>>,
-    /// The extracted invoice fields under the `meta` names; empty when nothing was found.
-    pub meta: serde_json::Map<String, serde_json::Value>,
-    /// What the `yamlFilter` did, for the response's `message`.
+    /// What the `yamlFilter` did, for the response's `message`. (The fields themselves, extracted
+    /// and laid over by the template's, are the document's `meta`.)
     pub template_note: Option<String>,
 }
 
@@ -262,21 +266,26 @@ pub fn submit(app: &Courrier, p: &Principal, ctx: &RequestCtx, upload: Upload) -
     if upload.action != Action::OcrFailed {
         usage::check_quota(app, owner)?;
     }
-    let (pages, text, page, pdf) = match upload.action {
+    let (pages, text, page, pdf, extracted) = match upload.action {
         Action::Recognize => {
-            let (pages, text) = read_text(app, kind, &upload.bytes, upload.lang)?;
-            (pages, text, None, None)
+            let read = read(app, kind, &upload.bytes, upload.lang, upload.profile)?;
+            (read.pages, read.text, None, None, read.meta)
         }
         Action::StoreOnly => {
             let page = page_jpeg(app, kind, &upload.bytes, 1)?;
             // An image upload also comes back as a one-page PDF (decisions.md).
             let pdf = if kind.is_image() { wrap::pdf_around_jpeg(&page.jpeg) } else { None };
-            (page.pages, String::new(), Some(page), pdf)
+            (page.pages, String::new(), Some(page), pdf, InvoiceMeta::default())
         }
-        Action::OcrFailed => (0, String::new(), None, None),
+        Action::OcrFailed => (0, String::new(), None, None, InvoiceMeta::default()),
     };
     let blob = app.ocr.blobs.put(&upload.bytes)?;
     let now = app.clock.now();
+    let (overlay, template_note) = match (&template, upload.action) {
+        (Some(t), Action::Recognize) => apply_template(t, &text),
+        _ => (serde_json::Map::new(), None),
+    };
+    let meta = lay_over(extracted.to_json(), overlay);
     let document = Document {
         ocr_id: OcrId::generate(),
         owner,
@@ -289,10 +298,7 @@ pub fn submit(app: &Courrier, p: &Principal, ctx: &RequestCtx, upload: Upload) -
         state: DocumentState::after(upload.action),
         text,
         created_at: now,
-    };
-    let (meta, template_note) = match (&template, upload.action) {
-        (Some(t), Action::Recognize) => apply_template(t, &document.text),
-        _ => (serde_json::Map::new(), None),
+        meta,
     };
     // Pages the service worked on: every page read, the one page converted for storeOnly.
     let worked = match upload.action {
@@ -303,15 +309,38 @@ pub fn submit(app: &Courrier, p: &Principal, ctx: &RequestCtx, upload: Upload) -
     in_write(&*app.store, |tx| {
         tx.insert_ocr_document(&document)?;
         usage::count(tx, owner, now, &MonthUsage { documents: 1, pages: worked, ..MonthUsage::default() })?;
-        suppliers::learn(tx, &supplier_facts(&meta), Source::Invoice, now)?;
+        suppliers::learn(tx, &supplier_facts(&document.meta), Source::Invoice, now)?;
         audit_done(tx, p, ctx, now, "ocr.document.create", &format!("ocr:{}", document.ocr_id.as_str()))?;
         Ok::<_, DocumentError>(())
     })?;
-    Ok(Submitted { document, page, pdf, meta, template_note })
+    Ok(Submitted { document, page, pdf, template_note })
+}
+
+/// The extracted `meta` (an object, or `""` when nothing was found) with a template's fields laid
+/// over it: a matching template's author vouched for its patterns, so its fields win, and their
+/// confidences join the others.
+fn lay_over(extracted: serde_json::Value, overlay: serde_json::Map<String, serde_json::Value>) -> serde_json::Value {
+    use serde_json::Value;
+    if overlay.is_empty() {
+        return extracted;
+    }
+    let mut meta = match extracted {
+        Value::Object(m) => m,
+        _ => serde_json::Map::new(),
+    };
+    for (key, value) in overlay {
+        match (key.as_str(), meta.get_mut("confidence"), value) {
+            ("confidence", Some(Value::Object(mine)), Value::Object(theirs)) => mine.extend(theirs),
+            (_, _, value) => {
+                meta.insert(key, value);
+            }
+        }
+    }
+    Value::Object(meta)
 }
 
 /// What an invoice's `meta` says of its supplier, for the directory.
-fn supplier_facts(meta: &serde_json::Map<String, serde_json::Value>) -> Facts {
+fn supplier_facts(meta: &serde_json::Value) -> Facts {
     let text =
         |k: &str| meta.get(k).and_then(serde_json::Value::as_str).map(str::to_owned).filter(|v| !v.trim().is_empty());
     let details = meta.get("company_details");
@@ -347,38 +376,107 @@ fn apply_template(t: &Template, text: &str) -> (serde_json::Map<String, serde_js
     }
 }
 
-/// OCR of one page or photo, turned level first when it is askew.
-fn recognize(app: &Courrier, image: &GrayImage, lang: Language) -> Result<String, DocumentError> {
-    match super::deskew::deskew(image) {
-        Some(level) => Ok(app.ocr.engine.recognize(&level, lang)?),
-        None => Ok(app.ocr.engine.recognize(image, lang)?),
-    }
+/// OCR of one page or photo, turned level first when it is askew: the text alone (`raw`), or
+/// the text and the words' boxes from the same recognition (`invoice`).
+fn recognize(
+    app: &Courrier,
+    image: &GrayImage,
+    lang: Language,
+    profile: Profile,
+) -> Result<RecognizedPage, DocumentError> {
+    let level = super::deskew::deskew(image);
+    let image = level.as_ref().unwrap_or(image);
+    Ok(match profile {
+        Profile::Raw => RecognizedPage { text: app.ocr.engine.recognize(image, lang)?, words: Vec::new() },
+        Profile::Invoice => app.ocr.engine.recognize_words(image, lang)?,
+    })
 }
 
-/// The text of a document and its page count.
-fn read_text(app: &Courrier, kind: DocumentKind, bytes: &[u8], lang: Language) -> Result<(u32, String), DocumentError> {
+/// What reading a document gave.
+struct Read {
+    pages: u32,
+    text: String,
+    meta: InvoiceMeta,
+}
+
+/// Pages' words stacked into one tall page, so that rows never join across pages.
+fn stack(pages: Vec<Vec<OcrWord>>) -> Vec<OcrWord> {
+    let mut out = Vec::new();
+    let mut offset = 0;
+    for words in pages {
+        let bottom = words.iter().map(|w| w.top.saturating_add(w.height)).max().unwrap_or(0);
+        out.extend(words.into_iter().map(|w| OcrWord { top: w.top.saturating_add(offset), ..w }));
+        offset = offset.saturating_add(bottom).saturating_add(1000);
+    }
+    out
+}
+
+/// The text of a document, its page count, and for `profile=invoice` its fields: a structured
+/// invoice (embedded CII XML, CII or UBL upload) is read exactly and first; otherwise the fields
+/// come from the pages' words.
+fn read(
+    app: &Courrier,
+    kind: DocumentKind,
+    bytes: &[u8],
+    lang: Language,
+    profile: Profile,
+) -> Result<Read, DocumentError> {
+    let invoice = profile == Profile::Invoice;
+    let xml_meta = |xml: &[u8]| match super::invoice::from_xml(xml) {
+        Ok(meta) => Some(meta),
+        Err(e) => {
+            tracing::debug!(error = %e, "not a structured invoice");
+            None
+        }
+    };
     match kind {
-        DocumentKind::Text => {
+        DocumentKind::Text | DocumentKind::Xml => {
             let text = std::str::from_utf8(bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes))
-                .map_err(|_| DocumentError::NotUtf8)?;
-            Ok((1, text.to_owned()))
+                .map_err(|_| DocumentError::NotUtf8)?
+                .to_owned();
+            let meta = match (invoice, kind) {
+                (false, _) => InvoiceMeta::default(),
+                (true, DocumentKind::Xml) => xml_meta(bytes).unwrap_or_default(),
+                (true, _) => super::invoice::from_layout_text(&text, lang),
+            };
+            Ok(Read { pages: 1, text, meta })
         }
         DocumentKind::Jpeg | DocumentKind::Png | DocumentKind::Tiff => {
             let image = app.ocr.images.decode_gray(bytes)?;
-            Ok((1, recognize(app, &image, lang)?))
+            let page = recognize(app, &image, lang, profile)?;
+            let meta = if invoice { super::invoice::from_words(page.words, lang) } else { InvoiceMeta::default() };
+            Ok(Read { pages: 1, text: page.text, meta })
         }
         DocumentKind::Pdf => {
+            let structured = if invoice { app.ocr.pdf.invoice_xml(bytes)?.and_then(|x| xml_meta(&x)) } else { None };
+            // With the XML's exact fields, the pages are only read for their text.
+            let profile = if structured.is_some() { Profile::Raw } else { profile };
             let content = app.ocr.pdf.content(bytes, app.ocr.limits.max_pages)?;
             let mut texts = Vec::with_capacity(content.len());
+            let mut words = Vec::with_capacity(content.len());
             for page in content {
-                texts.push(match page {
-                    PdfPage::Text(t) => t,
-                    PdfPage::Jpeg(jpeg) => recognize(app, &app.ocr.images.decode_gray(&jpeg)?, lang)?,
-                    PdfPage::Rendered(image) => recognize(app, &image, lang)?,
-                });
+                let read = match page {
+                    PdfPage::Text(t) => {
+                        let w = if profile == Profile::Invoice {
+                            super::invoice::words::from_layout_text(&t)
+                        } else {
+                            Vec::new()
+                        };
+                        RecognizedPage { text: t, words: w }
+                    }
+                    PdfPage::Jpeg(jpeg) => recognize(app, &app.ocr.images.decode_gray(&jpeg)?, lang, profile)?,
+                    PdfPage::Rendered(image) => recognize(app, &image, lang, profile)?,
+                };
+                texts.push(read.text);
+                words.push(read.words);
             }
             let pages = u32::try_from(texts.len()).unwrap_or(u32::MAX);
-            Ok((pages, texts.join("\x0c")))
+            let meta = match (structured, profile) {
+                (Some(meta), _) => meta,
+                (None, Profile::Invoice) => super::invoice::from_words(stack(words), lang),
+                (None, Profile::Raw) => InvoiceMeta::default(),
+            };
+            Ok(Read { pages, text: texts.join("\x0c"), meta })
         }
     }
 }
@@ -391,7 +489,7 @@ fn page_jpeg(app: &Courrier, kind: DocumentKind, bytes: &[u8], page: u32) -> Res
         Ok(PageJpeg { jpeg, width: image.width(), height: image.height(), page, pages })
     };
     match kind {
-        DocumentKind::Text => Err(DocumentError::NoImage),
+        DocumentKind::Text | DocumentKind::Xml => Err(DocumentError::NoImage),
         DocumentKind::Jpeg | DocumentKind::Png | DocumentKind::Tiff => {
             if page != 1 {
                 return Err(PdfError::NoSuchPage(page).into());
@@ -418,7 +516,7 @@ fn page_jpeg(app: &Courrier, kind: DocumentKind, bytes: &[u8], page: u32) -> Res
 pub fn page_image(app: &Courrier, document: &Document, page: u32) -> Result<GrayImage, DocumentError> {
     let bytes = app.ocr.blobs.get(&document.blob)?;
     match document.kind {
-        DocumentKind::Text => Err(DocumentError::NoImage),
+        DocumentKind::Text | DocumentKind::Xml => Err(DocumentError::NoImage),
         DocumentKind::Jpeg | DocumentKind::Png | DocumentKind::Tiff => {
             if page != 1 {
                 return Err(PdfError::NoSuchPage(page).into());

@@ -8,6 +8,8 @@ pub enum DocumentKind {
     Png,
     Tiff,
     Text,
+    /// An XML document: a CII (Factur-X, XRechnung) or UBL invoice is read as one.
+    Xml,
 }
 
 impl DocumentKind {
@@ -19,11 +21,12 @@ impl DocumentKind {
             DocumentKind::Png => "png",
             DocumentKind::Tiff => "tiff",
             DocumentKind::Text => "text",
+            DocumentKind::Xml => "xml",
         }
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        [Self::Pdf, Self::Jpeg, Self::Png, Self::Tiff, Self::Text].into_iter().find(|k| k.as_str() == s)
+        [Self::Pdf, Self::Jpeg, Self::Png, Self::Tiff, Self::Text, Self::Xml].into_iter().find(|k| k.as_str() == s)
     }
 
     /// An image the service OCRs directly (not through the PDF reader).
@@ -36,12 +39,13 @@ impl DocumentKind {
 pub enum SniffError {
     #[error("the document is empty")]
     Empty,
-    #[error("the document is neither a PDF, a JPEG, a PNG, a TIFF nor UTF-8 text")]
+    #[error("the document is neither a PDF, a JPEG, a PNG, a TIFF, XML nor UTF-8 text")]
     Unknown,
 }
 
 /// Decides the kind from the magic bytes. A PDF's header may follow up to 1024 bytes of junk (as
-/// PDF readers accept); text must be valid UTF-8 without NUL or other binary control characters.
+/// PDF readers accept); text must be valid UTF-8 without NUL or other binary control characters,
+/// and is XML when it opens with an XML declaration or a root element.
 pub fn sniff(bytes: &[u8]) -> Result<DocumentKind, SniffError> {
     if bytes.is_empty() {
         return Err(SniffError::Empty);
@@ -65,7 +69,10 @@ pub fn sniff(bytes: &[u8]) -> Result<DocumentKind, SniffError> {
             if !s.trim().is_empty()
                 && s.chars().all(|c| !c.is_control() || matches!(c, '\n' | '\r' | '\t' | '\x0c')) =>
         {
-            Ok(DocumentKind::Text)
+            let head = s.trim_start();
+            let element =
+                head.strip_prefix('<').and_then(|r| r.chars().next()).is_some_and(|c| c.is_ascii_alphabetic());
+            Ok(if head.starts_with("<?xml") || element { DocumentKind::Xml } else { DocumentKind::Text })
         }
         _ => Err(SniffError::Unknown),
     }
@@ -89,6 +96,9 @@ mod tests {
         check(b"MM\0*\0\0\0\x08", Ok(DocumentKind::Tiff));
         check("Total TTC : 120,00 \u{20ac}\n".as_bytes(), Ok(DocumentKind::Text));
         check(b"\xEF\xBB\xBFhello", Ok(DocumentKind::Text));
+        check(b"<?xml version=\"1.0\"?><Invoice/>", Ok(DocumentKind::Xml));
+        check(b"\n  <rsm:CrossIndustryInvoice>", Ok(DocumentKind::Xml));
+        check(b"< 3 apples", Ok(DocumentKind::Text));
         check(b"", Err(SniffError::Empty));
         check(b"   \n", Err(SniffError::Unknown));
         check(b"PK\x03\x04zip", Err(SniffError::Unknown));
@@ -98,7 +108,14 @@ mod tests {
 
     #[test]
     fn kinds_round_trip_through_their_stored_form() {
-        for k in [DocumentKind::Pdf, DocumentKind::Jpeg, DocumentKind::Png, DocumentKind::Tiff, DocumentKind::Text] {
+        for k in [
+            DocumentKind::Pdf,
+            DocumentKind::Jpeg,
+            DocumentKind::Png,
+            DocumentKind::Tiff,
+            DocumentKind::Text,
+            DocumentKind::Xml,
+        ] {
             assert_eq!(DocumentKind::parse(k.as_str()), Some(k));
         }
         assert_eq!(DocumentKind::parse("zip"), None);

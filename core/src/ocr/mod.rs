@@ -11,6 +11,7 @@ pub mod documents;
 pub mod engine;
 pub mod images;
 pub mod intake;
+pub mod invoice;
 pub mod maintenance;
 pub mod pdf;
 pub mod software;

@@ -39,4 +39,12 @@ pub trait PdfReader: Send + Sync {
     /// Page `page` (1-based) as an image whether or not it has text (for JPEG output), with the
     /// document's page count. Never [`PdfPage::Text`].
     fn page_image(&self, pdf: &[u8], page: u32) -> Result<(u32, PdfPage), PdfError>;
+
+    /// The structured invoice a Factur-X / ZUGFeRD / XRechnung PDF carries as an attached file
+    /// (`factur-x.xml`, `zugferd-invoice.xml`, `xrechnung.xml`, ...), as its bytes; `None` when it
+    /// carries none. Readers that cannot look (test fakes) answer `None`.
+    fn invoice_xml(&self, pdf: &[u8]) -> Result<Option<Vec<u8>>, PdfError> {
+        let _ = pdf;
+        Ok(None)
+    }
 }

@@ -74,8 +74,8 @@ pub async fn post_ocrs(
     Ok(ok(&processing(&submitted)))
 }
 
-/// The processing response object of an upload (decisions.md): strings, and `meta` an object of
-/// extracted fields or `""` when nothing was extracted.
+/// The processing response object of an upload (decisions.md): strings, and `meta` the invoice's
+/// fields (an object; a `yamlFilter`'s laid over the extracted ones) or `""`.
 fn processing(s: &Submitted) -> Value {
     let d = &s.document;
     let success = match (s.page.is_some(), d.state) {
@@ -92,7 +92,7 @@ fn processing(s: &Submitted) -> Value {
         },
         "errors": "",
         "result": d.text,
-        "meta": if s.meta.is_empty() { Value::from("") } else { Value::Object(s.meta.clone()) },
+        "meta": d.meta,
     });
     if let Some(page) = &s.page {
         body["jpeg"] = format!("{}.jpg", d.ocr_id.as_str()).into();
@@ -120,7 +120,7 @@ fn stored(d: &Document) -> Value {
         "message": format!("{} page(s), {}, {}", d.pages, d.kind.as_str(), d.state.as_str()),
         "errors": "",
         "result": d.text,
-        "meta": "",
+        "meta": d.meta,
     })
 }
 

@@ -9,7 +9,13 @@ use crate::ocr::maintenance::Maintenance;
 use crate::storage::{OcrRepo, StoreError};
 use rusqlite::{OptionalExtension, Row};
 
-const COLUMNS: &str = "ocr_id, user_id, blob, kind, size_bytes, pages, lang, profile, state, text, created_at";
+const COLUMNS: &str = "ocr_id, user_id, blob, kind, size_bytes, pages, lang, profile, state, text, created_at, meta";
+
+/// The stored kind (XML documents have their own since migration 10; before it they were kept
+/// as 'text', which still reads back).
+fn kind_column(kind: DocumentKind) -> &'static str {
+    kind.as_str()
+}
 
 /// A stored value that does not parse means the database was edited by hand or is corrupt.
 fn corrupt(what: &str, value: &str) -> rusqlite::Error {
@@ -31,6 +37,14 @@ fn document_row(r: &Row<'_>) -> rusqlite::Result<Document> {
         state: DocumentState::parse(&state).ok_or_else(|| corrupt("document state", &state))?,
         text: text(9)?,
         created_at: Timestamp::from_unix_micros(r.get(10)?),
+        meta: {
+            let meta = text(11)?;
+            if meta.is_empty() {
+                serde_json::Value::String(String::new())
+            } else {
+                serde_json::from_str(&meta).map_err(|_| corrupt("meta", &meta))?
+            }
+        },
     })
 }
 
@@ -38,14 +52,14 @@ impl OcrRepo for SqliteTx {
     fn insert_ocr_document(&mut self, d: &Document) -> Result<(), StoreError> {
         self.conn()
             .prepare_cached(&format!(
-                "INSERT INTO ocr_documents ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
+                "INSERT INTO ocr_documents ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
             ))
             .and_then(|mut st| {
                 st.execute(rusqlite::params![
                     d.ocr_id.as_str(),
                     d.owner.get(),
                     d.blob.as_str(),
-                    d.kind.as_str(),
+                    kind_column(d.kind),
                     i64::try_from(d.size_bytes).unwrap_or(i64::MAX),
                     i64::from(d.pages),
                     d.lang.iso(),
@@ -53,6 +67,10 @@ impl OcrRepo for SqliteTx {
                     d.state.as_str(),
                     d.text,
                     d.created_at.unix_micros(),
+                    match &d.meta {
+                        serde_json::Value::String(s) if s.is_empty() => String::new(),
+                        meta => meta.to_string(),
+                    },
                 ])
             })
             .map_err(map_err)?;
