@@ -12,6 +12,7 @@
 //!
 //! `bench-http --smoke` does everything for real at a tiny size (CI runs it so this cannot rot).
 
+use courrier_benches::utc;
 use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -811,13 +812,6 @@ fn parse_duration(s: &str) -> Option<f64> {
         _ => return None,
     };
     Some(n * scale)
-}
-
-/// `YYYY-MM-DD HH:MM` in UTC, through core's `Timestamp` (one date algorithm in the workspace).
-fn utc(t: SystemTime) -> String {
-    let secs = t.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let iso = courrier_core::kernel::Timestamp::from_unix_secs(i64::try_from(secs).unwrap_or(0)).to_rfc3339();
-    iso[..16].replacen('T', " ", 1)
 }
 
 #[cfg(test)]

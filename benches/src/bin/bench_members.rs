@@ -18,10 +18,11 @@
 //!
 //! `bench-members --smoke` runs everything for real at a tiny size, without Mailman (CI).
 
+use courrier_benches::{check_status, cli, free_port, json, loadavg, median, utc};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::{BufWriter, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -452,7 +453,7 @@ impl Courrier {
         std::fs::create_dir_all(data_dir).map_err(|e| format!("cannot create {}: {e}", data_dir.display()))?;
         // Accounts are made with the CLI before the server starts, as bench-http does.
         cli(
-            opts,
+            &opts.courrier,
             data_dir,
             &["user", "create", "--email", BENCH_EMAIL, "--password-stdin", "--site-admin"],
             Some(&format!("{BENCH_PASSWORD}\n")),
@@ -474,7 +475,7 @@ impl Courrier {
                 "--rate-limit-per-min",
                 &quota,
             ];
-            let secret = cli(opts, data_dir, &args, None)?.trim().to_owned();
+            let secret = cli(&opts.courrier, data_dir, &args, None)?.trim().to_owned();
             if !secret.starts_with("svc_") {
                 return Err(format!("`courrier create-api-key` printed {secret:?}, not an API key"));
             }
@@ -542,7 +543,7 @@ impl Courrier {
         let args =
             ["members", "import", "--domain", DOMAIN, "--list", list, "--consent-evidence", "bench-members", &file];
         let t = Instant::now();
-        let out = cli(opts, &self.data_dir, &args, None)?;
+        let out = cli(&opts.courrier, &self.data_dir, &args, None)?;
         let took = t.elapsed();
         let added = self.count(list)?;
         if added != rows {
@@ -552,29 +553,6 @@ impl Courrier {
         }
         Ok(took)
     }
-}
-
-/// Runs the `courrier` CLI on `data_dir`; its standard output.
-fn cli(opts: &Options, data_dir: &Path, args: &[&str], stdin: Option<&str>) -> Result<String, String> {
-    let shown = || format!("`courrier --data-dir {} {}`", data_dir.display(), args.join(" "));
-    let mut child = Command::new(&opts.courrier)
-        .arg("--data-dir")
-        .arg(data_dir)
-        .args(args)
-        .env("COURRIER_LOG", "warn")
-        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot run {}: {e}", shown()))?;
-    if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
-        pipe.write_all(text.as_bytes()).map_err(|e| format!("cannot write to {}: {e}", shown()))?;
-    }
-    let out = child.wait_with_output().map_err(|e| format!("cannot run {}: {e}", shown()))?;
-    if !out.status.success() {
-        return Err(format!("{} failed ({}): {}", shown(), out.status, String::from_utf8_lossy(&out.stderr).trim()));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 fn check_import_report(body: &str, rows: u64) -> Result<(), String> {
@@ -665,19 +643,6 @@ impl Api {
     fn form(&self, method: &str, path: &str, fields: &[(&str, &str)]) -> Result<(u16, String), String> {
         self.send(method, path, "application/x-www-form-urlencoded", form_encode(fields).as_bytes(), &[])
     }
-}
-
-fn check_status(what: &str, status: u16, body: &str, ok: &[u16]) -> Result<(), String> {
-    if ok.contains(&status) {
-        Ok(())
-    } else {
-        let shown: String = body.chars().take(500).collect();
-        Err(format!("{what} answered {status}, expected {ok:?}: {shown}"))
-    }
-}
-
-fn json(body: &str) -> Result<serde_json::Value, String> {
-    serde_json::from_str(body).map_err(|e| format!("not JSON ({e}): {}", body.chars().take(300).collect::<String>()))
 }
 
 fn form_encode(fields: &[(&str, &str)]) -> String {
@@ -1827,19 +1792,6 @@ fn percentile(values: &[f64], p: f64) -> f64 {
     v[rank.clamp(1, v.len()) - 1]
 }
 
-fn median(values: Vec<f64>) -> f64 {
-    let mut values = values;
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    if n == 0 {
-        f64::NAN
-    } else if n % 2 == 1 {
-        values[n / 2]
-    } else {
-        (values[n / 2 - 1] + values[n / 2]) / 2.0
-    }
-}
-
 /// Seconds, in a readable unit.
 fn fmt_latency(secs: f64) -> String {
     if secs.is_nan() {
@@ -1853,12 +1805,6 @@ fn fmt_latency(secs: f64) -> String {
     }
 }
 
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "?".into())
-}
-
 fn dir_size(dir: &Path) -> u64 {
     std::fs::read_dir(dir)
         .map(|entries| {
@@ -1870,18 +1816,6 @@ fn dir_size(dir: &Path) -> u64 {
                 .sum()
         })
         .unwrap_or(0)
-}
-
-fn free_port() -> Result<u16, String> {
-    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("cannot find a free port: {e}"))?;
-    l.local_addr().map(|a| a.port()).map_err(|e| format!("cannot find a free port: {e}"))
-}
-
-/// `YYYY-MM-DD HH:MM` in UTC, through core's `Timestamp`.
-fn utc(t: SystemTime) -> String {
-    let secs = t.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let iso = courrier_core::kernel::Timestamp::from_unix_secs(i64::try_from(secs).unwrap_or(0)).to_rfc3339();
-    iso[..16].replacen('T', " ", 1)
 }
 
 /// A child server, killed when dropped (error paths included).

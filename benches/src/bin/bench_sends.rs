@@ -20,6 +20,7 @@
 //! `bench-sends --smoke` runs everything at a tiny size without Mailman, and without
 //! `smtp-source` when it is not installed (CI; it says so), in a few seconds.
 
+use courrier_benches::{check_status, cli, free_port, json, loadavg, median, utc};
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -480,7 +481,7 @@ fn wait_port(port: u16) -> Result<(), String> {
 fn prepare(opts: &Options, data_dir: &Path) -> Result<String, String> {
     std::fs::create_dir_all(data_dir).map_err(|e| format!("cannot create {}: {e}", data_dir.display()))?;
     cli(
-        opts,
+        &opts.courrier,
         data_dir,
         &["user", "create", "--email", BENCH_EMAIL, "--password-stdin", "--site-admin"],
         Some(&format!("{BENCH_PASSWORD}\n")),
@@ -498,34 +499,11 @@ fn prepare(opts: &Options, data_dir: &Path) -> Result<String, String> {
         "--rate-limit-per-min",
         "100000",
     ];
-    let key = cli(opts, data_dir, &args, None)?.trim().to_owned();
+    let key = cli(&opts.courrier, data_dir, &args, None)?.trim().to_owned();
     if !key.starts_with("svc_") {
         return Err(format!("`courrier create-api-key` printed {key:?}, not an API key"));
     }
     Ok(key)
-}
-
-/// Runs the `courrier` CLI on `data_dir`; its standard output.
-fn cli(opts: &Options, data_dir: &Path, args: &[&str], stdin: Option<&str>) -> Result<String, String> {
-    let shown = || format!("`courrier --data-dir {} {}`", data_dir.display(), args.join(" "));
-    let mut child = Command::new(&opts.courrier)
-        .arg("--data-dir")
-        .arg(data_dir)
-        .args(args)
-        .env("COURRIER_LOG", "warn")
-        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot run {}: {e}", shown()))?;
-    if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
-        pipe.write_all(text.as_bytes()).map_err(|e| format!("cannot write to {}: {e}", shown()))?;
-    }
-    let out = child.wait_with_output().map_err(|e| format!("cannot run {}: {e}", shown()))?;
-    if !out.status.success() {
-        return Err(format!("{} failed ({}): {}", shown(), out.status, String::from_utf8_lossy(&out.stderr).trim()));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// A running `courrier serve` on a prepared data directory, with its delivery workers sending to
@@ -680,19 +658,6 @@ impl Api {
     fn form(&self, method: &str, path: &str, fields: &[(&str, &str)]) -> Result<(u16, String), String> {
         self.send(method, path, "application/x-www-form-urlencoded", form_encode(fields).as_bytes())
     }
-}
-
-fn check_status(what: &str, status: u16, body: &str, ok: &[u16]) -> Result<(), String> {
-    if ok.contains(&status) {
-        Ok(())
-    } else {
-        let shown: String = body.chars().take(500).collect();
-        Err(format!("{what} answered {status}, expected {ok:?}: {shown}"))
-    }
-}
-
-fn json(body: &str) -> Result<serde_json::Value, String> {
-    serde_json::from_str(body).map_err(|e| format!("not JSON ({e}): {}", body.chars().take(300).collect::<String>()))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1276,39 +1241,8 @@ fn smoke(opts: &Options) -> &'static str {
     if opts.smoke { " (smoke)" } else { "" }
 }
 
-fn median(values: Vec<f64>) -> f64 {
-    let mut values = values;
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    if n == 0 {
-        f64::NAN
-    } else if n % 2 == 1 {
-        values[n / 2]
-    } else {
-        (values[n / 2 - 1] + values[n / 2]) / 2.0
-    }
-}
-
 fn secs(s: f64) -> String {
     if s < 1.0 { format!("{:.0} ms", s * 1e3) } else { format!("{s:.2} s") }
-}
-
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "?".into())
-}
-
-fn free_port() -> Result<u16, String> {
-    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("cannot find a free port: {e}"))?;
-    l.local_addr().map(|a| a.port()).map_err(|e| format!("cannot find a free port: {e}"))
-}
-
-/// `YYYY-MM-DD HH:MM` in UTC, through core's `Timestamp`.
-fn utc(t: SystemTime) -> String {
-    let secs = t.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let iso = courrier_core::kernel::Timestamp::from_unix_secs(i64::try_from(secs).unwrap_or(0)).to_rfc3339();
-    iso[..16].replacen('T', " ", 1)
 }
 
 fn form_encode(fields: &[(&str, &str)]) -> String {
