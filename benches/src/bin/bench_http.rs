@@ -12,7 +12,7 @@
 //!
 //! `bench-http --smoke` does everything for real at a tiny size (CI runs it so this cannot rot).
 
-use courrier_benches::utc;
+use courrier_benches::{cli, utc};
 use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -457,32 +457,7 @@ fn report_auth(opts: &Options, started: SystemTime, loads: &[Load], rounds: &[Ve
 /// the `courrier` CLI on `data_dir`. Returns the keys' secrets.
 fn create_keys(opts: &Options, data_dir: &Path) -> Result<Vec<String>, String> {
     let started = Instant::now();
-    let courrier = |args: &[&str], stdin: Option<&str>| -> Result<String, String> {
-        let shown = || format!("`courrier --data-dir {} {}`", data_dir.display(), args.join(" "));
-        let mut child = Command::new(&opts.courrier)
-            .arg("--data-dir")
-            .arg(data_dir)
-            .args(args)
-            .env("COURRIER_LOG", "warn")
-            .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("cannot run {}: {e}", shown()))?;
-        if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
-            pipe.write_all(text.as_bytes()).map_err(|e| format!("cannot write to {}: {e}", shown()))?;
-        }
-        let out = child.wait_with_output().map_err(|e| format!("cannot run {}: {e}", shown()))?;
-        if !out.status.success() {
-            return Err(format!(
-                "{} failed ({}): {}",
-                shown(),
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    };
+    let courrier = |args: &[&str], stdin: Option<&str>| cli(&opts.courrier, data_dir, args, stdin);
     courrier(
         &["user", "create", "--email", BENCH_EMAIL, "--password-stdin", "--site-admin"],
         Some(&format!("{BENCH_PASSWORD}\n")),
