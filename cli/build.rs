@@ -17,7 +17,11 @@ fn main() {
     }
     let commit = run("git", &["rev-parse", "HEAD"]).unwrap_or_default();
     let commit_at = run("git", &["log", "-1", "--format=%cI"]).unwrap_or_default();
-    let dirty = run("git", &["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+    // --no-optional-locks: a plain `git status` refreshes the index file, which this script watches,
+    // so every build would make the next one run it again and relink `courrier` (under a test that
+    // was running the old binary).
+    let dirty = run("git", &["--no-optional-locks", "status", "--porcelain", "--untracked-files=no"])
+        .is_some_and(|s| !s.is_empty());
     let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
     let rustc_version = run(&rustc, &["--version"]).unwrap_or_default();
     let platform = format!(
