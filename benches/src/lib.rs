@@ -2,11 +2,11 @@
 //! ports, the load average (printed beside every result: this machine is shared), medians and
 //! times. Measuring instruments, not product code.
 
-use std::io::Write;
-use std::net::TcpListener;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 /// Runs the `courrier` CLI on `data_dir`; its standard output.
 pub fn cli(courrier: &Path, data_dir: &Path, args: &[&str], stdin: Option<&str>) -> Result<String, String> {
@@ -73,4 +73,15 @@ pub fn check_status(what: &str, status: u16, body: &str, ok: &[u16]) -> Result<(
 
 pub fn json(body: &str) -> Result<serde_json::Value, String> {
     serde_json::from_str(body).map_err(|e| format!("not JSON ({e}): {}", body.chars().take(300).collect::<String>()))
+}
+
+/// A plain GET to the server on 127.0.0.1 (readiness probes), the raw response back.
+pub fn http_get(port: u16, path: &str) -> std::io::Result<String> {
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(1))?;
+    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n")?;
+    let mut buf = Vec::new();
+    stream.read_to_end(&mut buf)?;
+    Ok(String::from_utf8_lossy(&buf).into_owned())
 }

@@ -18,11 +18,10 @@
 //!
 //! `bench-members --smoke` runs everything for real at a tiny size, without Mailman (CI).
 
-use courrier_benches::{check_status, cli, free_port, json, loadavg, median, utc};
+use courrier_benches::{check_status, cli, free_port, http_get, json, loadavg, median, utc};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::io::{BufWriter, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -1887,16 +1886,6 @@ impl Drop for Server {
     fn drop(&mut self) {
         self.stop();
     }
-}
-
-fn http_get(port: u16, path: &str) -> std::io::Result<String> {
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(1))?;
-    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n")?;
-    let mut buf = Vec::new();
-    stream.read_to_end(&mut buf)?;
-    Ok(String::from_utf8_lossy(&buf).into_owned())
 }
 
 #[cfg(test)]
