@@ -107,13 +107,7 @@ fn marks(args: &mut Vec<Value>, values: impl IntoIterator<Item = String>) -> Str
 /// The member filter as SQL over `members`, with its arguments (the list's id first).
 fn member_where(list: ListId, f: &MemberFilter) -> (String, Vec<Value>) {
     let mut args = vec![Value::Integer(list.get())];
-    // With a substring search, the trigram index names the few candidate rows; `+` keeps the
-    // planner from walking the whole list's index instead and checking each row against them.
-    let mut sql = String::from(if f.email_contains.as_ref().is_some_and(|n| n.chars().count() >= 3) {
-        "+list_id = ?1"
-    } else {
-        "list_id = ?1"
-    });
+    let mut sql = String::from("list_id = ?1");
     if let Some(s) = f.status {
         args.push(Value::Text(s.as_str().into()));
         sql.push_str(&format!(" AND status = ?{}", args.len()));
@@ -127,19 +121,9 @@ fn member_where(list: ListId, f: &MemberFilter) -> (String, Vec<Value>) {
         sql.push_str(&format!(" AND bounce_score >= ?{}", args.len()));
     }
     if let Some(needle) = &f.email_contains {
-        if needle.chars().count() >= 3 {
-            // The trigram index answers substrings of three characters or more; inside an FTS5
-            // string every character is literal (`%` and `_` included), a `"` is doubled.
-            args.push(Value::Text(format!("\"{}\"", needle.replace('"', "\"\""))));
-            sql.push_str(&format!(
-                " AND id IN (SELECT rowid FROM members_email_fts WHERE members_email_fts MATCH ?{})",
-                args.len()
-            ));
-        } else {
-            // Shorter needles: instr() on the lowercased address, which has no wildcards at all.
-            args.push(Value::Text(needle.clone()));
-            sql.push_str(&format!(" AND instr(email_key, ?{}) > 0", args.len()));
-        }
+        // instr() on the lowercased address: no wildcards at all, `%` and `_` are plain.
+        args.push(Value::Text(needle.clone()));
+        sql.push_str(&format!(" AND instr(email_key, ?{}) > 0", args.len()));
     }
     (sql, args)
 }
@@ -396,7 +380,6 @@ impl MailingRepo for SqliteTx {
             })
             .map_err(map_err)?;
         let id = self.conn().last_insert_rowid();
-        self.search_index_from.get_or_insert(id);
         Ok(MemberId::from_stored(id))
     }
 

@@ -22,6 +22,7 @@ const MIGRATIONS: &[Migration] = &[
     Migration { version: 8, name: "invoice_meta", sql: include_str!("migrations/0008_invoice_meta.sql") },
     Migration { version: 9, name: "dkim", sql: include_str!("migrations/0009_dkim.sql") },
     Migration { version: 10, name: "ocr_xml_kind", sql: include_str!("migrations/0010_ocr_xml_kind.sql") },
+    Migration { version: 11, name: "member_search", sql: include_str!("migrations/0011_member_search.sql") },
 ];
 
 /// How many migrations this binary knows.

@@ -73,7 +73,7 @@ impl SqliteStore {
             StoreError::Busy
         })?;
         conn.execute_batch(sql).map_err(map_err)?;
-        Ok(Box::new(SqliteTx { conn: Some(conn), search_index_from: None }))
+        Ok(Box::new(SqliteTx { conn: Some(conn) }))
     }
 }
 
@@ -104,10 +104,6 @@ impl Store for SqliteStore {
 pub(crate) struct SqliteTx {
     /// `None` once committed; present on drop means roll back.
     conn: Option<PooledConnection<SqliteConnectionManager>>,
-    /// The first member inserted in this transaction: members from there on enter the address
-    /// search index at commit, in one statement. Indexing each row as it came (a trigger) cost
-    /// about 3x the whole import's time (measured on 100,000 rows, BENCHMARKS.md).
-    search_index_from: Option<i64>,
 }
 
 impl SqliteTx {
@@ -119,16 +115,6 @@ impl SqliteTx {
 
 impl Tx for SqliteTx {
     fn commit(mut self: Box<Self>) -> Result<(), StoreError> {
-        if let Some(from) = self.search_index_from.take() {
-            // Ids only grow and this transaction is the only writer: every member from `from` on
-            // is one it inserted.
-            self.conn()
-                .prepare_cached(
-                    "INSERT INTO members_email_fts (rowid, email_key) SELECT id, email_key FROM members WHERE id >= ?1",
-                )
-                .and_then(|mut st| st.execute([from]))
-                .map_err(map_err)?;
-        }
         let conn = self.conn.take().expect("transaction committed twice");
         if let Err(e) = conn.execute_batch("COMMIT") {
             // A failed COMMIT leaves the transaction open: roll back before the connection
