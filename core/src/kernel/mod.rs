@@ -20,7 +20,7 @@ pub use clock::{Clock, Timestamp};
 pub use dns::TableDns;
 pub use dns::{Dns, DnsError};
 pub use error::{Code, CoreError, ErrorKind};
-pub use events::{Event, EventName, NewEvent};
+pub use events::{Event, EventName, NewEvent, new_public_id};
 pub use ids::{AuditId, EventId, InvalidId, RequestId, parse_positive_id};
 pub use mail::{MailTransport, Notice, OutgoingMessage, SendError};
 pub use names::{DomainName, EmailAddress, ListName, NameError};

@@ -18,7 +18,19 @@ pub fn random_u64() -> u64 {
 pub fn random_hex(bytes: usize) -> String {
     let mut buf = vec![0u8; bytes];
     fill_random(&mut buf);
-    buf.iter().map(|b| format!("{b:02x}")).collect()
+    let mut out = String::with_capacity(bytes * 2);
+    push_hex(&mut out, &buf);
+    out
+}
+
+/// Appends `bytes` to `out` as lowercase hex (a table, not a `format!` per byte: event ids are
+/// made per imported row).
+pub fn push_hex(out: &mut String, bytes: &[u8]) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for b in bytes {
+        out.push(HEX[usize::from(b >> 4)] as char);
+        out.push(HEX[usize::from(b & 0xf)] as char);
+    }
 }
 
 #[cfg(test)]
@@ -35,13 +47,9 @@ mod tests {
 /// SHA-256 of `data`, lowercase hex. How high-entropy secrets (API keys, one-time tokens, session
 /// tokens) are stored: a slow password hash buys nothing against 256 random bits.
 pub fn sha256_hex(data: &[u8]) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
     let digest = ring::digest::digest(&ring::digest::SHA256, data);
     let mut out = String::with_capacity(64);
-    for b in digest.as_ref() {
-        out.push(HEX[usize::from(b >> 4)] as char);
-        out.push(HEX[usize::from(b & 0xf)] as char);
-    }
+    push_hex(&mut out, digest.as_ref());
     out
 }
 

@@ -60,6 +60,12 @@ pub fn backoff(base_secs: i64, attempts: u32) -> i64 {
 pub fn run_once(app: &Courrier, cfg: &DeliveryConfig) -> Result<Round, MailingError> {
     let now = app.clock.now();
     let mut round = Round::default();
+    // Idle rounds (most of them) only read: several workers each taking the write lock four
+    // times a second made every other writer (an import, an added member) wait its turn.
+    if !in_read(&*app.store, |tx| tx.copies_due(now))? {
+        settle(app)?;
+        return Ok(round);
+    }
     let claimed = in_write(&*app.store, |tx| {
         round.requeued = tx.requeue_expired(now)?;
         let copies = tx.claim_copies(now, now.plus_secs(cfg.lease_secs), cfg.batch, cfg.domain_concurrency)?;
@@ -129,6 +135,10 @@ pub fn run_once(app: &Courrier, cfg: &DeliveryConfig) -> Result<Round, MailingEr
         outcomes.push(outcome);
     }
     let done = app.clock.now();
+    if outcomes.is_empty() {
+        settle(app)?;
+        return Ok(round);
+    }
     in_write(&*app.store, |tx| {
         for (id, state, next, error) in &outcomes {
             // A copy whose lease expired meanwhile was requeued: its new holder records it.

@@ -165,7 +165,7 @@ pub fn add(
     let token = crate::kernel::secrets::random_token(32);
     let trigger = if req.force { Trigger::AddWithConsent } else { Trigger::Subscribe(effective_policy(&list)) };
     let outcome = in_write(&*app.store, |tx| {
-        let outcome = apply_add(tx, &list, &req, trigger, now, None, Known::Unknown)?;
+        let outcome = apply_add(tx, &list, &req, trigger, now, None)?;
         if let AddOutcome::PendingConfirmation(id) = outcome {
             subscriptions::store_token(tx, id, &token, now)?;
         }
@@ -178,13 +178,6 @@ pub fn add(
     Ok(outcome)
 }
 
-/// What the caller already knows of the address on the list (an import looked it up already).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Known {
-    Unknown,
-    Absent,
-}
-
 /// The write of one addition, inside the caller's transaction: the state machine decides, the
 /// member row and its consent record are written (or linked to `shared_consent`, the one record
 /// of an import), and the event is recorded.
@@ -195,12 +188,8 @@ pub(super) fn apply_add(
     trigger: Trigger,
     now: Timestamp,
     shared_consent: Option<i64>,
-    known: Known,
 ) -> Result<AddOutcome, MailingError> {
-    let existing = match known {
-        Known::Absent => None,
-        Known::Unknown => tx.member_by_email(list.id, &req.email)?,
-    };
+    let existing = tx.member_by_email(list.id, &req.email)?;
     let from = existing.as_ref().map_or(MemberState::Absent, |m| MemberState::of(m.status, m.pending_reason));
     let to = state::next(from, trigger).map_err(|r| match r {
         Refusal::AlreadySubscribed => MailingError::AlreadySubscribed(req.email.to_string()),

@@ -57,6 +57,17 @@ pub trait AuditRepo {
 /// The transactional outbox of lifecycle events.
 pub trait OutboxRepo {
     fn append_event(&mut self, event: &NewEvent) -> Result<Event, StoreError>;
+    /// Records events of one name, time and scope whose `data` are already JSON objects: an
+    /// import records one per row, built without a `serde_json::Value`.
+    fn append_events_json(
+        &mut self,
+        name: crate::kernel::EventName,
+        at: crate::kernel::Timestamp,
+        scope: (Option<i64>, Option<i64>),
+        data: &[String],
+    ) -> Result<(), StoreError>;
+    /// The newest event's id.
+    fn last_event_id(&mut self) -> Result<Option<EventId>, StoreError>;
     /// Events in the order they were recorded, after `after` (exclusive).
     fn events_after(&mut self, after: Option<EventId>, limit: u32) -> Result<Vec<Event>, StoreError>;
 }
@@ -184,6 +195,14 @@ pub trait MailingRepo {
     fn insert_consent(&mut self, consent: &Consent) -> Result<i64, StoreError>;
     /// [`StoreError::Duplicate`] when the list has a member with this address (compared lowercased).
     fn insert_member(&mut self, m: &NewMember, now: Timestamp) -> Result<MemberId, StoreError>;
+    /// Inserts each member whose address is not on its list yet, in order; `None` for one that
+    /// is (in whatever state, compared lowercased). For imports: one statement per row, the
+    /// tallies moved once for the whole slice.
+    fn insert_members_if_absent(
+        &mut self,
+        members: &[NewMember],
+        now: Timestamp,
+    ) -> Result<Vec<Option<MemberId>>, StoreError>;
     fn member_by_id(&mut self, list: ListId, id: MemberId) -> Result<Option<Member>, StoreError>;
     /// A member whatever its list (for links that name only the member).
     fn find_member(&mut self, id: MemberId) -> Result<Option<Member>, StoreError>;
@@ -274,6 +293,9 @@ pub trait SendRepo {
         limit: u32,
         per_domain: u32,
     ) -> Result<Vec<Copy>, StoreError>;
+    /// Whether a copy is due or a lease ran out: what makes a delivery round worth the write
+    /// lock (idle rounds only read).
+    fn copies_due(&mut self, now: Timestamp) -> Result<bool, StoreError>;
     /// Copies whose lease ran out go back to the queue; how many.
     fn requeue_expired(&mut self, now: Timestamp) -> Result<u64, StoreError>;
     /// Records a leased copy's outcome; `false` when the copy was not leased any more (its lease

@@ -15,6 +15,7 @@ pub fn run_all(fresh: Factory<'_>) {
     audit_filters_and_pages_in_the_query(&*fresh());
     events_come_back_in_order_after_a_cursor(&*fresh());
     members_are_unique_per_list_whatever_the_case_and_filtered_in_the_query(&*fresh());
+    bulk_inserts_skip_addresses_already_there_and_count_the_rest(&*fresh());
     idempotency_records_reserve_once_finish_and_expire(&*fresh());
     suppliers_zones_and_usage_accumulate(&*fresh());
 }
@@ -341,4 +342,50 @@ pub fn suppliers_zones_and_usage_accumulate(store: &dyn Store) {
         Ok::<_, StoreError>(())
     })
     .unwrap();
+}
+
+pub fn bulk_inserts_skip_addresses_already_there_and_count_the_rest(store: &dyn Store) {
+    use crate::kernel::EmailAddress;
+    use crate::mailing::model::{DeliveryMode, MemberFilter, MemberStatus, NewMember};
+    let news = new_list(store, "example.org", "news");
+    let now = Timestamp::from_unix_secs(1_700_000_100);
+    let member = |email: &str, mode| NewMember {
+        list_id: news.id,
+        email: EmailAddress::parse(email).unwrap(),
+        display_name: Some("N".into()),
+        status: MemberStatus::Active,
+        pending_reason: None,
+        delivery_mode: mode,
+        subscribed_at: Some(now),
+        consent_source: Some("import".into()),
+        consent_at: Some(now),
+        consent_id: None,
+    };
+    in_write(store, |tx| tx.insert_member(&member("there@example.net", DeliveryMode::Regular), now)).unwrap();
+    // More rows than one statement takes, an address already there (another case), and one
+    // address twice in the same slice, far apart.
+    let mut rows: Vec<NewMember> = (0..150)
+        .map(|i| {
+            member(&format!("m{i}@example.net"), if i % 3 == 0 { DeliveryMode::Digest } else { DeliveryMode::Regular })
+        })
+        .collect();
+    rows[70] = member("THERE@example.net", DeliveryMode::Regular);
+    rows[140] = member("M5@Example.net", DeliveryMode::Regular);
+    let ids = in_write(store, |tx| tx.insert_members_if_absent(&rows, now)).unwrap();
+    assert_eq!(ids.len(), 150);
+    assert!(ids[70].is_none() && ids[140].is_none(), "addresses already on the list are skipped");
+    let inserted: Vec<_> = ids.iter().flatten().collect();
+    assert_eq!(inserted.len(), 148);
+    assert!(inserted.windows(2).all(|w| w[0] < w[1]), "ids follow the order of the rows");
+    for (row, id) in rows.iter().zip(&ids) {
+        if let Some(id) = id {
+            let m = in_read(store, |tx| tx.member_by_id(news.id, *id)).unwrap().unwrap();
+            assert_eq!((m.email.to_string(), m.delivery_mode), (row.email.to_string(), row.delivery_mode));
+        }
+    }
+    let total = |f: MemberFilter| in_read(store, |tx| tx.list_members(news.id, &f, Page::default())).unwrap().total;
+    let digest =
+        rows.iter().zip(&ids).filter(|(r, id)| id.is_some() && r.delivery_mode == DeliveryMode::Digest).count();
+    assert_eq!(total(MemberFilter { status: Some(MemberStatus::Active), ..Default::default() }), 149);
+    assert_eq!(total(MemberFilter { delivery_mode: Some(DeliveryMode::Digest), ..Default::default() }), digest as u64);
 }

@@ -94,6 +94,80 @@ fn member_row(r: &Row<'_>) -> rusqlite::Result<Member> {
     })
 }
 
+/// The columns a new member is inserted with; `new_member_params` gives their values.
+const NEW_MEMBER_COLUMNS: &str = "list_id, email, email_key, display_name, status, pending_reason, delivery_mode,
+     subscribed_at, consent_source, consent_at, consent_id, created_at, updated_at";
+/// Values a new member binds (`updated_at` reuses `created_at`'s).
+const NEW_MEMBER_PARAMS: usize = 12;
+/// Rows in one INSERT of an import (12 values each, well under SQLite's 32,766 variables).
+const ROWS_PER_INSERT: usize = 64;
+
+/// `VALUES (?1, .., ?12, ?12), (?13, ..)` for `rows` new members.
+fn values_rows(rows: usize) -> String {
+    let mut sql = String::from("VALUES ");
+    for r in 0..rows {
+        let b = r * NEW_MEMBER_PARAMS;
+        if r > 0 {
+            sql.push_str(", ");
+        }
+        sql.push('(');
+        for p in 1..=NEW_MEMBER_PARAMS {
+            sql.push_str(&format!("?{}, ", b + p));
+        }
+        sql.push_str(&format!("?{})", b + NEW_MEMBER_PARAMS));
+    }
+    sql
+}
+
+fn multi_row_insert(rows: usize) -> String {
+    format!(
+        "INSERT INTO members ({NEW_MEMBER_COLUMNS}) {} ON CONFLICT (list_id, email_key) DO NOTHING RETURNING id, email_key",
+        values_rows(rows)
+    )
+}
+
+fn new_member_params<'a>(
+    m: &'a NewMember,
+    (email, key): &'a (String, String),
+    now: Timestamp,
+) -> [rusqlite::types::ToSqlOutput<'a>; 12] {
+    use rusqlite::types::{ToSqlOutput, ValueRef};
+    let text = |s: Option<&'a str>| ToSqlOutput::Borrowed(s.map_or(ValueRef::Null, |s| ValueRef::Text(s.as_bytes())));
+    let micros = |t: Option<Timestamp>| ToSqlOutput::Owned(t.map_or(Value::Null, |t| Value::Integer(t.unix_micros())));
+    [
+        ToSqlOutput::Owned(Value::Integer(m.list_id.get())),
+        text(Some(email)),
+        text(Some(key)),
+        text(m.display_name.as_deref()),
+        text(Some(m.status.as_str())),
+        text(m.pending_reason.map(PendingReason::as_str)),
+        text(Some(m.delivery_mode.as_str())),
+        micros(m.subscribed_at),
+        text(m.consent_source.as_deref()),
+        micros(m.consent_at),
+        ToSqlOutput::Owned(m.consent_id.map_or(Value::Null, Value::Integer)),
+        ToSqlOutput::Owned(Value::Integer(now.unix_micros())),
+    ]
+}
+
+/// Moves the member count of (list, status, mode) by `n`: inserts count here (migration 12);
+/// updates and deletions through their triggers.
+fn add_to_tally(
+    conn: &rusqlite::Connection,
+    list: ListId,
+    status: MemberStatus,
+    mode: DeliveryMode,
+    n: i64,
+) -> Result<(), StoreError> {
+    conn.prepare_cached(
+        "INSERT INTO member_tallies (list_id, status, delivery_mode, n) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (list_id, status, delivery_mode) DO UPDATE SET n = n + excluded.n",
+    )
+    .and_then(|mut st| st.execute(params![list.get(), status.as_str(), mode.as_str(), n]))
+    .map_err(map_err)?;
+    Ok(())
+}
+
 /// Placeholders `?n, ?n+1, ...` for `values`, appended to `args`.
 fn marks(args: &mut Vec<Value>, values: impl IntoIterator<Item = String>) -> String {
     let mut out = Vec::new();
@@ -357,30 +431,55 @@ impl MailingRepo for SqliteTx {
 
     fn insert_member(&mut self, m: &NewMember, now: Timestamp) -> Result<MemberId, StoreError> {
         self.conn()
-            .prepare_cached(
-                "INSERT INTO members (list_id, email, email_key, display_name, status, pending_reason, delivery_mode,
-                   subscribed_at, consent_source, consent_at, consent_id, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12)",
-            )
+            .prepare_cached(&format!("INSERT INTO members ({NEW_MEMBER_COLUMNS}) {}", values_rows(1)))
             .and_then(|mut st| {
-                st.execute(params![
-                    m.list_id.get(),
-                    m.email.to_string(),
-                    email_key(&m.email),
-                    m.display_name,
-                    m.status.as_str(),
-                    m.pending_reason.map(PendingReason::as_str),
-                    m.delivery_mode.as_str(),
-                    m.subscribed_at.map(Timestamp::unix_micros),
-                    m.consent_source,
-                    m.consent_at.map(Timestamp::unix_micros),
-                    m.consent_id,
-                    now.unix_micros()
-                ])
+                let texts = (m.email.to_string(), email_key(&m.email));
+                st.execute(rusqlite::params_from_iter(new_member_params(m, &texts, now)))
             })
             .map_err(map_err)?;
         let id = self.conn().last_insert_rowid();
+        add_to_tally(self.conn(), m.list_id, m.status, m.delivery_mode, 1)?;
         Ok(MemberId::from_stored(id))
+    }
+
+    fn insert_members_if_absent(
+        &mut self,
+        members: &[NewMember],
+        now: Timestamp,
+    ) -> Result<Vec<Option<MemberId>>, StoreError> {
+        let conn = self.conn();
+        let mut ids: Vec<Option<MemberId>> = vec![None; members.len()];
+        let mut tallies: Vec<((ListId, MemberStatus, DeliveryMode), i64)> = Vec::new();
+        // Many rows a statement: each statement's start and end cost as much as a row's insert.
+        for (c, chunk) in members.chunks(ROWS_PER_INSERT).enumerate() {
+            let mut st = conn.prepare_cached(&multi_row_insert(chunk.len())).map_err(map_err)?;
+            let keys: Vec<(String, String)> =
+                chunk.iter().map(|m| (m.email.to_string(), email_key(&m.email))).collect();
+            let params = chunk.iter().zip(&keys).flat_map(|(m, k)| new_member_params(m, k, now));
+            let mut rows = st.query(rusqlite::params_from_iter(params)).map_err(map_err)?;
+            // RETURNING names the rows inserted (an address already there is not), in no promised
+            // order: match them by address, to the first of equal ones (a later one was refused).
+            while let Some(r) = rows.next().map_err(map_err)? {
+                let (id, key): (i64, String) = (r.get(0).map_err(map_err)?, r.get(1).map_err(map_err)?);
+                let slot = (0..chunk.len()).find(|&i| ids[c * ROWS_PER_INSERT + i].is_none() && keys[i].1 == key);
+                let Some(i) = slot else {
+                    return Err(StoreError::Backend(format!(
+                        "the insert returned {key:?}, an address it was not given"
+                    )));
+                };
+                ids[c * ROWS_PER_INSERT + i] = Some(MemberId::from_stored(id));
+                let m = &chunk[i];
+                let key = (m.list_id, m.status, m.delivery_mode);
+                match tallies.iter_mut().find(|(k, _)| *k == key) {
+                    Some((_, n)) => *n += 1,
+                    None => tallies.push((key, 1)),
+                }
+            }
+        }
+        for ((list, status, mode), n) in tallies {
+            add_to_tally(conn, list, status, mode, n)?;
+        }
+        Ok(ids)
     }
 
     fn member_by_id(&mut self, list: ListId, id: MemberId) -> Result<Option<Member>, StoreError> {

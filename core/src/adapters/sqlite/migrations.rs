@@ -23,6 +23,11 @@ const MIGRATIONS: &[Migration] = &[
     Migration { version: 9, name: "dkim", sql: include_str!("migrations/0009_dkim.sql") },
     Migration { version: 10, name: "ocr_xml_kind", sql: include_str!("migrations/0010_ocr_xml_kind.sql") },
     Migration { version: 11, name: "member_search", sql: include_str!("migrations/0011_member_search.sql") },
+    Migration {
+        version: 12,
+        name: "member_insert_tally",
+        sql: include_str!("migrations/0012_member_insert_tally.sql"),
+    },
 ];
 
 /// How many migrations this binary knows.

@@ -56,7 +56,7 @@ impl SqliteStore {
         let manager = SqliteConnectionManager::file(path).with_init(|c| {
             c.busy_timeout(BUSY_TIMEOUT)?;
             // 32 MiB of page cache per connection (the default 2 MiB spilled during imports).
-            c.execute_batch("PRAGMA foreign_keys = ON; PRAGMA synchronous = FULL; PRAGMA cache_size = -32768;")
+            c.execute_batch("PRAGMA foreign_keys = ON; PRAGMA synchronous = FULL; PRAGMA cache_size = -65536;")
         });
         let pool = r2d2::Pool::builder()
             .max_size(POOL_SIZE)

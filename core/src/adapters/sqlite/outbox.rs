@@ -1,29 +1,34 @@
 use super::{SqliteTx, map_err};
-use crate::kernel::{Event, EventId, EventName, NewEvent, Timestamp, secrets};
+use crate::kernel::{Event, EventId, EventName, NewEvent, Timestamp, new_public_id};
 use crate::storage::{OutboxRepo, StoreError};
+use rusqlite::types::Value;
+
+fn insert_event(
+    tx: &SqliteTx,
+    public_id: &str,
+    name: EventName,
+    at: Timestamp,
+    (domain_id, list_id): (Option<i64>, Option<i64>),
+    data: &str,
+) -> Result<EventId, StoreError> {
+    tx.conn()
+        .prepare_cached(
+            "INSERT INTO outbox_events (public_id, name, at, domain_id, list_id, data)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )
+        .and_then(|mut st| {
+            st.execute(rusqlite::params![public_id, name.as_str(), at.unix_micros(), domain_id, list_id, data])
+        })
+        .map_err(map_err)?;
+    Ok(EventId::from_stored(tx.conn().last_insert_rowid()))
+}
 
 impl OutboxRepo for SqliteTx {
     fn append_event(&mut self, e: &NewEvent) -> Result<Event, StoreError> {
-        let public_id = format!("evt_{}", secrets::random_hex(16));
-        let data = e.data.to_string();
-        self.conn()
-            .prepare_cached(
-                "INSERT INTO outbox_events (public_id, name, at, domain_id, list_id, data)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            )
-            .and_then(|mut st| {
-                st.execute(rusqlite::params![
-                    public_id,
-                    e.name.as_str(),
-                    e.at.unix_micros(),
-                    e.domain_id,
-                    e.list_id,
-                    data
-                ])
-            })
-            .map_err(map_err)?;
+        let public_id = new_public_id(e.at);
+        let id = insert_event(self, &public_id, e.name, e.at, (e.domain_id, e.list_id), &e.data.to_string())?;
         Ok(Event {
-            id: EventId::from_stored(self.conn().last_insert_rowid()),
+            id,
             public_id,
             name: e.name,
             at: e.at,
@@ -31,6 +36,51 @@ impl OutboxRepo for SqliteTx {
             list_id: e.list_id,
             data: e.data.clone(),
         })
+    }
+
+    fn append_events_json(
+        &mut self,
+        name: EventName,
+        at: Timestamp,
+        (domain_id, list_id): (Option<i64>, Option<i64>),
+        data: &[String],
+    ) -> Result<(), StoreError> {
+        // Many rows a statement, as an import inserts its members.
+        const ROWS: usize = 64;
+        let (name, at) = (name.as_str(), at.unix_micros());
+        for chunk in data.chunks(ROWS) {
+            let mut sql =
+                String::from("INSERT INTO outbox_events (public_id, name, at, domain_id, list_id, data) VALUES ");
+            for i in 0..chunk.len() {
+                let b = i * 2;
+                sql.push_str(&format!("{}(?{}, ?1, ?2, ?3, ?4, ?{})", if i > 0 { ", " } else { "" }, b + 5, b + 6));
+            }
+            let ids: Vec<String> = chunk.iter().map(|_| new_public_id(Timestamp::from_unix_micros(at))).collect();
+            let mut params: Vec<rusqlite::types::ToSqlOutput<'_>> = Vec::with_capacity(4 + chunk.len() * 2);
+            params.push(name.into());
+            params.push(at.into());
+            let int = |v: Option<i64>| rusqlite::types::ToSqlOutput::Owned(v.map_or(Value::Null, Value::Integer));
+            params.push(int(domain_id));
+            params.push(int(list_id));
+            for (id, d) in ids.iter().zip(chunk) {
+                params.push(id.as_str().into());
+                params.push(d.as_str().into());
+            }
+            self.conn()
+                .prepare_cached(&sql)
+                .and_then(|mut st| st.execute(rusqlite::params_from_iter(params)))
+                .map_err(map_err)?;
+        }
+        Ok(())
+    }
+
+    fn last_event_id(&mut self) -> Result<Option<EventId>, StoreError> {
+        let id: Option<i64> = self
+            .conn()
+            .prepare_cached("SELECT max(id) FROM outbox_events")
+            .and_then(|mut st| st.query_row([], |r| r.get(0)))
+            .map_err(map_err)?;
+        Ok(id.map(EventId::from_stored))
     }
 
     fn events_after(&mut self, after: Option<EventId>, limit: u32) -> Result<Vec<Event>, StoreError> {

@@ -203,6 +203,17 @@ impl SendRepo for SqliteTx {
             .collect()
     }
 
+    fn copies_due(&mut self, now: Timestamp) -> Result<bool, StoreError> {
+        // Two EXISTS, each served by its partial index.
+        self.conn()
+            .prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM copies WHERE state IN ('queued', 'deferred') AND next_attempt_at <= ?1)
+                     OR EXISTS (SELECT 1 FROM copies WHERE state = 'sending' AND lease_until < ?1)",
+            )
+            .and_then(|mut st| st.query_row([now.unix_micros()], |r| r.get(0)))
+            .map_err(map_err)
+    }
+
     fn requeue_expired(&mut self, now: Timestamp) -> Result<u64, StoreError> {
         let n = self
             .conn()
