@@ -44,6 +44,12 @@ pub struct Config {
     pub extra_ca: Option<PathBuf>,
     /// The DNS server to ask instead of the system's (`COURRIER_DNS_SERVER`, `ip[:port]`).
     pub dns_server: Option<SocketAddr>,
+    /// Memory for the in-memory search snapshots of big lists (`COURRIER_SEARCH_CACHE_MIB`, 256;
+    /// 0 leaves every search to SQL).
+    pub search_cache_mib: u64,
+    /// Lists with at least this many members get a search snapshot (`COURRIER_SEARCH_MIN_MEMBERS`,
+    /// 20,000); smaller ones are searched by SQL.
+    pub search_min_members: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -115,6 +121,8 @@ impl Config {
             Some(other) => return Err(invalid("COURRIER_OCR_REGISTRATION", format!("{other:?} is neither 0 nor 1"))),
         };
         let ocr_pages_per_month = number("COURRIER_OCR_PAGES_PER_MONTH", 0, 0..=1_000_000_000)? as u32;
+        let search_cache_mib = number("COURRIER_SEARCH_CACHE_MIB", 256, 0..=1 << 20)? as u64;
+        let search_min_members = number("COURRIER_SEARCH_MIN_MEMBERS", 20_000, 1..=1_000_000_000)? as u64;
         let egress_allow = AllowList::parse(&get("COURRIER_EGRESS_ALLOW").unwrap_or_default())
             .map_err(|e| invalid("COURRIER_EGRESS_ALLOW", e))?;
         let extra_ca = get("COURRIER_EXTRA_CA").filter(|s| !s.trim().is_empty()).map(PathBuf::from);
@@ -127,6 +135,8 @@ impl Config {
             egress_allow,
             extra_ca,
             dns_server,
+            search_cache_mib,
+            search_min_members,
             retry_base_secs,
             delivery_lease_secs,
             domain_concurrency,

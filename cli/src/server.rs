@@ -23,6 +23,10 @@ pub fn wire(config: &Config, build: BuildInfo) -> Result<Arc<Courrier>, CliError
     let mail = SmtpTransport::from_url(&config.smtp_url)
         .map_err(|e| ConfigError::Invalid { var: "COURRIER_SMTP_URL", reason: e.to_string() })?;
     let store = SqliteStore::open(&config.database_path(), clock.now().unix_micros())?;
+    store.set_search_limits(courrier_core::adapters::sqlite::SearchLimits {
+        min_members: config.search_min_members,
+        budget_bytes: usize::try_from(config.search_cache_mib << 20).unwrap_or(usize::MAX),
+    });
     let sandbox =
         config.ocr_sandbox_bin.clone().or_else(courrier_core::adapters::pdf_sandbox::default_exe).ok_or_else(|| {
             ConfigError::Invalid { var: "COURRIER_OCR_SANDBOX_BIN", reason: "cannot find this executable".into() }

@@ -636,3 +636,78 @@ fn the_cli_creates_lists_and_imports_and_exports_members() {
     let (st, _, err) = run(&["members", "export", "--domain", "example.org", "--list", "news", "--status", "gone"]);
     assert_eq!(st.code(), Some(1), "invalid: {err}");
 }
+
+#[test]
+fn a_search_of_a_big_list_follows_its_changes() {
+    // 30 members make a list "big": its searches are answered by the in-memory snapshot.
+    let sink = SmtpSink::start();
+    let url = sink.url();
+    let (app, key) = setup(
+        SubscriptionPolicy::Open,
+        &[
+            ("COURRIER_SEARCH_MIN_MEMBERS", "30"),
+            ("COURRIER_SMTP_URL", url.as_str()),
+            ("COURRIER_PUBLIC_URL", "https://lists.example.org"),
+        ],
+    );
+    let mut csv = String::from("email,display_name,delivery_mode\ntarget@example.net,,regular\n");
+    for i in 0..40 {
+        csv.push_str(&format!("user{i}@example.net,,nomail\n"));
+    }
+    assert_eq!(import_csv(&app, &key, NEWS, "?consent_evidence=forms", &csv).status, 200);
+    let search = |query: &str| {
+        let r = get(&app, &key, &format!("{NEWS}/members?{query}"));
+        assert_eq!(r.status, 200, "{}", r.body);
+        let v = r.json();
+        let emails: Vec<String> =
+            v["data"].as_array().unwrap().iter().map(|m| m["email"].as_str().unwrap().to_owned()).collect();
+        (v["meta"]["total"].as_u64().unwrap(), emails)
+    };
+    assert_eq!(search("email_contains=example.net").0, 41);
+    assert_eq!(
+        search("email_contains=user1&limit=3&offset=2").1,
+        ["user11@example.net", "user12@example.net", "user13@example.net"]
+    );
+
+    // A status change through the API: the one-click unsubscription of the one regular member.
+    let sends = post(&app, &key, &format!("{NEWS}/sends"), json!({ "subject": "Hi", "text": "Hello" }));
+    assert_eq!(sends.status, 202, "{}", sends.body);
+    let mail = sink.wait_for(1, Duration::from_secs(20)).remove(0);
+    let link = mail.split("<https://lists.example.org").nth(1).and_then(|s| s.split('>').next()).unwrap().to_owned();
+    let h = [("content-type", "application/x-www-form-urlencoded")];
+    assert_eq!(app.client.request("POST", &link, &h, Some(b"List-Unsubscribe=One-Click")).status, 200);
+    assert_eq!(search("email_contains=target&status=active").0, 0);
+    assert_eq!(search("email_contains=target&status=unsubscribed"), (1, vec!["target@example.net".to_owned()]));
+    assert_eq!(search("email_contains=example.net&status=active").0, 40);
+
+    // New members through the API, one of them the unsubscribed one coming back.
+    assert_eq!(add(&app, &key, "late@example.net").status, 201);
+    assert_eq!(add(&app, &key, "target@example.net").status, 201);
+    assert_eq!(search("email_contains=late"), (1, vec!["late@example.net".to_owned()]));
+    assert_eq!(search("email_contains=example.net&status=active").0, 42);
+    assert_eq!(search("email_contains=example.net&delivery_mode=nomail&offset=39").1, ["user39@example.net"]);
+
+    // Another process (the CLI) imports into the same database.
+    let file = app.dir.path().join("more.csv");
+    std::fs::write(&file, "email,display_name,delivery_mode\ncli1@example.net,,\ncli2@example.org,,\n").unwrap();
+    let data = app.dir.path().to_str().unwrap();
+    let (st, _, err) = run_cli(
+        &[
+            "--data-dir",
+            data,
+            "members",
+            "import",
+            "--domain",
+            "example.org",
+            "--list",
+            "news",
+            "--consent-evidence",
+            "x",
+            file.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(st.success(), "{err}");
+    assert_eq!(search("email_contains=cli"), (2, vec!["cli1@example.net".to_owned(), "cli2@example.org".to_owned()]));
+    assert_eq!(search("email_contains=example.net").0, 43);
+}

@@ -535,18 +535,22 @@ impl MailingRepo for SqliteTx {
     }
 
     fn list_members(&mut self, list: ListId, filter: &MemberFilter, page: Page) -> Result<Paged<Member>, StoreError> {
-        let (clause, args) = member_where(list, filter);
-        // Status and mode alone: the tallies answer (a few rows, not a count of a million).
-        let counted_by_tally = filter.min_bounce_score.is_none() && filter.email_contains.is_none();
-        let count_sql = if counted_by_tally {
-            format!("SELECT COALESCE(SUM(n), 0) FROM member_tallies WHERE {clause}")
-        } else {
-            format!("SELECT COUNT(*) FROM members WHERE {clause}")
-        };
-        let select_sql = format!("SELECT {MEMBER_COLUMNS} FROM members WHERE {clause} ORDER BY id");
-        paged(self.conn(), &count_sql, &select_sql, args, page, member_row)
+        // A search of a big list: its snapshot finds the page's ids and the total, SQLite the rows.
+        if let Some(found) = super::search::search(self.conn(), list, filter, page)? {
+            let mut st = self
+                .conn()
+                .prepare_cached(&format!("SELECT {MEMBER_COLUMNS} FROM members WHERE id = ?1"))
+                .map_err(map_err)?;
+            let items = found
+                .ids
+                .iter()
+                .map(|id| st.query_row([id], member_row))
+                .collect::<rusqlite::Result<Vec<_>>>()
+                .map_err(map_err)?;
+            return Ok(Paged { items, total: found.total, page });
+        }
+        self.list_members_sql(list, filter, page)
     }
-
     fn members_after(
         &mut self,
         list: ListId,
@@ -614,5 +618,27 @@ impl MailingRepo for SqliteTx {
             .and_then(|mut st| st.query_row(params![list.get(), status.as_str()], |r| r.get(0)))
             .map_err(map_err)?;
         Ok(u64::try_from(n).unwrap_or(0))
+    }
+}
+
+impl SqliteTx {
+    /// The listing in SQL alone (`instr` for a search): small lists, and whenever the snapshot
+    /// cannot answer for this transaction's view.
+    pub(super) fn list_members_sql(
+        &self,
+        list: ListId,
+        filter: &MemberFilter,
+        page: Page,
+    ) -> Result<Paged<Member>, StoreError> {
+        let (clause, args) = member_where(list, filter);
+        // Status and mode alone: the tallies answer (a few rows, not a count of a million).
+        let counted_by_tally = filter.min_bounce_score.is_none() && filter.email_contains.is_none();
+        let count_sql = if counted_by_tally {
+            format!("SELECT COALESCE(SUM(n), 0) FROM member_tallies WHERE {clause}")
+        } else {
+            format!("SELECT COUNT(*) FROM members WHERE {clause}")
+        };
+        let select_sql = format!("SELECT {MEMBER_COLUMNS} FROM members WHERE {clause} ORDER BY id");
+        paged(self.conn(), &count_sql, &select_sql, args, page, member_row)
     }
 }

@@ -11,8 +11,11 @@ mod mailing;
 mod migrations;
 mod ocr;
 mod outbox;
+mod search;
 mod sends;
 mod webhooks;
+
+pub use search::SearchLimits;
 
 use crate::storage::{Store, StoreError, Tx};
 use r2d2::PooledConnection;
@@ -33,6 +36,8 @@ pub struct SqliteStore {
     /// A connection that never writes, for `PRAGMA data_version`: its value changes when any
     /// *other* connection commits, and every write goes through the pool, so it sees them all.
     watch: std::sync::Mutex<rusqlite::Connection>,
+    /// The in-memory search snapshots of big lists (`search.rs`), shared by the pool's connections.
+    search: std::sync::Arc<search::SearchCache>,
 }
 
 impl SqliteStore {
@@ -52,6 +57,7 @@ impl SqliteStore {
         migrations::apply(&mut conn, now_micros)?;
         let sqlite_version =
             conn.query_row("SELECT sqlite_version()", [], |r| r.get(0)).map_err(|e| open_err(e.to_string()))?;
+        let search = search::register(&conn);
         let watch = std::sync::Mutex::new(conn);
         let manager = SqliteConnectionManager::file(path).with_init(|c| {
             c.busy_timeout(BUSY_TIMEOUT)?;
@@ -64,7 +70,17 @@ impl SqliteStore {
             .connection_timeout(BUSY_TIMEOUT)
             .build(manager)
             .map_err(|e| open_err(e.to_string()))?;
-        Ok(Self { pool, sqlite_version, watch })
+        Ok(Self { pool, sqlite_version, watch, search })
+    }
+
+    /// Which lists get an in-memory search snapshot, and the memory all of them may take.
+    pub fn set_search_limits(&self, limits: SearchLimits) {
+        self.search.set_limits(limits);
+    }
+
+    /// Bytes held by search snapshots, and how many lists have one.
+    pub fn search_usage(&self) -> (usize, usize) {
+        self.search.usage()
     }
 
     fn begin(&self, sql: &'static str) -> Result<Box<dyn Tx + '_>, StoreError> {

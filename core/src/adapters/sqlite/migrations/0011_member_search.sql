@@ -26,3 +26,9 @@ END;
 CREATE TRIGGER members_changes_delete AFTER DELETE ON members BEGIN
     INSERT INTO member_changes (list_id, member_id) VALUES (old.list_id, old.id);
 END;
+-- The log keeps its newest 65,536 entries or so: every 1,024th entry deletes the 1,024 oldest,
+-- which costs a writer nothing it would notice. A snapshot further behind than that finds its next
+-- entry gone and rebuilds (it rebuilds past 50,000 pending entries anyway).
+CREATE TRIGGER member_changes_prune AFTER INSERT ON member_changes WHEN new.seq % 1024 = 0 BEGIN
+    DELETE FROM member_changes WHERE seq <= new.seq - 65536;
+END;
