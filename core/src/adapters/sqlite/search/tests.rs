@@ -175,7 +175,16 @@ impl Fixture {
                 rusqlite::params![list, email],
             )
             .unwrap();
-        self.other.last_insert_rowid()
+        let id = self.other.last_insert_rowid();
+        // The adapter counts the members it inserts (migration 12); a bare INSERT does it too.
+        self.other
+            .execute(
+                "INSERT INTO member_tallies (list_id, status, delivery_mode, n) VALUES (?1, 'active', 'regular', 1)
+                 ON CONFLICT (list_id, status, delivery_mode) DO UPDATE SET n = n + 1",
+                [list],
+            )
+            .unwrap();
+        id
     }
 
     fn sql(&self, sql: &str) {
