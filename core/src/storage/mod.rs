@@ -499,6 +499,29 @@ pub fn in_write<T, E: From<StoreError>>(
     }
 }
 
+/// Runs `f` in a write transaction that is committed whatever `f` returns. On `Err`, `f` must
+/// have left in it only what is to be kept with the refusal (its audit entry): rules undo their
+/// own writes with [`in_nested`]. A refusal whose audit entry cannot be committed is still the
+/// answer (logged), as [`crate::access::principal::audited_refusal`] does.
+pub fn in_write_keeping_refusals<T, E: From<StoreError>>(
+    store: &dyn Store,
+    f: impl FnOnce(&mut dyn Tx) -> Result<T, E>,
+) -> Result<T, E> {
+    let mut tx = store.write()?;
+    match f(&mut *tx) {
+        Ok(out) => {
+            tx.commit()?;
+            Ok(out)
+        }
+        Err(e) => {
+            if let Err(store) = tx.commit() {
+                tracing::error!(error = %store, "cannot commit a refusal's audit entry");
+            }
+            Err(e)
+        }
+    }
+}
+
 /// Runs `f` in a nested unit of `tx`: its writes stay when it returns `Ok` and are taken back
 /// when it returns `Err`, while the transaction goes on either way.
 pub fn in_nested<T, E: From<StoreError>>(tx: &mut dyn Tx, f: impl FnOnce(&mut dyn Tx) -> Result<T, E>) -> Result<T, E> {

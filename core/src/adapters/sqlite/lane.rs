@@ -3,7 +3,8 @@
 //! (group commit).
 //!
 //! One connection does every write of the process. A writer waits for it (a condition variable,
-//! not the busy handler's growing sleeps), runs its unit inside a `SAVEPOINT`, and releases it.
+//! not the busy handler's growing sleeps), runs its unit inside a `SAVEPOINT` (only when earlier
+//! units left writes in the transaction: a unit alone needs none), and releases it.
 //! Then, if other writers are already waiting, it hands them the connection with the transaction
 //! still open and waits for the batch's outcome; the last unit of a batch (nobody waiting, or the
 //! batch full or old) runs the one `COMMIT` and tells every unit of the batch how it went. So:
@@ -149,21 +150,30 @@ impl Lane {
         st.waiting -= 1;
         drop(st);
         if token.batch.is_none() {
+            if !token.conn.is_autocommit() {
+                // A rollback that failed earlier left a transaction open: nothing in it is owed
+                // to anyone.
+                let _ = run(&token.conn, "ROLLBACK");
+            }
             if let Err(e) = run(&token.conn, "BEGIN IMMEDIATE") {
                 self.give_back(token);
                 return Err(map_err(e));
             }
             token.batch = Some(Batch { outcome: Arc::default(), opened: Instant::now(), units: 0, kept: 0 });
         }
-        if let Err(e) = run(&token.conn, "SAVEPOINT unit") {
+        let unit = self.unit_of(token);
+        // A unit needs its own savepoint only when the batch holds writes of earlier units to
+        // protect from its failure; alone, a failure rolls the transaction back (and a big unit,
+        // an import's chunk or a send's fan-out, pays no savepoint journal).
+        if unit.saw_uncommitted
+            && let Err(e) = run(unit.conn(), "SAVEPOINT unit")
+        {
             let e = map_err(e);
-            let mut unit = self.unit_of(token);
-            unit.saw_uncommitted = false;
             // Nothing of this unit to undo; the batch goes on (or is closed) as usual.
-            let _ = self.end_after_undo(unit);
+            let _ = self.end(unit, End::Undo);
             return Err(e);
         }
-        Ok(self.unit_of(token))
+        Ok(unit)
     }
 
     fn unit_of(&self, mut token: Token) -> Unit {
@@ -176,7 +186,9 @@ impl Lane {
 
     /// Ends the unit keeping its writes; `Ok` only once the batch's `COMMIT` succeeded.
     pub(super) fn commit(&self, unit: Unit) -> Result<(), StoreError> {
-        if let Err(e) = run(&unit.token.conn, "RELEASE unit") {
+        if unit.saw_uncommitted
+            && let Err(e) = run(unit.conn(), "RELEASE unit")
+        {
             let e = map_err(e);
             // The savepoint could not be released: undo it, and answer this unit's error.
             let _ = self.rollback(unit);
@@ -188,14 +200,30 @@ impl Lane {
     /// Ends the unit undoing its writes. `Err` when the unit had seen writes of earlier units that
     /// then failed to commit.
     pub(super) fn rollback(&self, unit: Unit) -> Result<(), StoreError> {
-        let conn = &unit.token.conn;
-        if !conn.is_autocommit() {
+        let conn = unit.conn();
+        if conn.is_autocommit() {
+            // SQLite already rolled everything back; `end` tells the batch.
+            return self.end_after_undo(unit);
+        }
+        if unit.saw_uncommitted {
             // `ROLLBACK TO` keeps the savepoint open; `RELEASE` then pops it.
             if let Err(e) = run(conn, "ROLLBACK TO unit").and_then(|()| run(conn, "RELEASE unit")) {
                 tracing::warn!(error = %e, "rolling back to a unit's savepoint failed");
             }
+            return self.end_after_undo(unit);
         }
-        self.end_after_undo(unit)
+        // The batch holds nothing but this unit's writes: roll the transaction back, and let
+        // the next writer open a fresh one.
+        let Unit { mut token, outcome, .. } = unit;
+        let result = run(&token.conn, "ROLLBACK").map_err(map_err);
+        if let Err(e) = &result {
+            tracing::warn!(error = %e, "rollback failed");
+        }
+        token.batch = None;
+        self.give_back(token);
+        // Units that undid before this one in the same batch wait for nothing; publish anyway.
+        outcome.publish(Ok(()));
+        Ok(())
     }
 
     fn end_after_undo(&self, unit: Unit) -> Result<(), StoreError> {
