@@ -568,12 +568,15 @@ async fn read_json_body(headers: &HeaderMap, body: Body, state: &AppState) -> Re
     read_limited(body, JSON_BODY_LIMIT, state.body_read_timeout).await
 }
 
+/// Work left for after the commit (it needs the application, not the transaction).
+pub type AfterCommit = Box<dyn FnOnce(&Courrier) + Send>;
+
 /// What an operation that may run under an Idempotency-Key gives: its answer, and what is left
 /// to do once its transaction is committed (a confirmation mail).
 pub struct Done {
     pub status: StatusCode,
     pub data: Value,
-    pub after_commit: Option<Box<dyn FnOnce(&Courrier) + Send>>,
+    pub after_commit: Option<AfterCommit>,
 }
 
 /// Runs `exec` in one write transaction on the blocking pool, under the request's

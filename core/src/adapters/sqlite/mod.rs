@@ -165,10 +165,8 @@ impl SqliteTx {
 
 impl Tx for SqliteTx {
     fn commit(mut self: Box<Self>) -> Result<(), StoreError> {
-        if let Err(e) = self.index_new_members() {
-            // Dropped: the unit rolls back.
-            return Err(e);
-        }
+        // On an error the transaction is dropped, which rolls the unit back.
+        self.index_new_members()?;
         match self.conn.take().expect("transaction committed twice") {
             TxConn::Write(unit, lane) => lane.commit(unit),
             TxConn::Read(conn) => {
