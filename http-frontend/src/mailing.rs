@@ -16,9 +16,10 @@ use axum::extract::{Path, RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::on;
 use bytes::Bytes;
+use courrier_core::Courrier;
 use courrier_core::access::Principal;
 use courrier_core::kernel::{Code, DomainName, EmailAddress, ListName};
-use courrier_core::mailing::idempotency::{self, IdempotentRequest, Reservation};
+use courrier_core::mailing::idempotency::{self, Answer, IdempotentRequest, Keyed};
 use courrier_core::mailing::import::{self, ImportConsent, MAX_IMPORT_BYTES, SizeLimitExceeded};
 use courrier_core::mailing::members::{self, AddMember, AddOutcome, MemberRef};
 use courrier_core::mailing::model::SendId;
@@ -27,6 +28,7 @@ use courrier_core::mailing::model::{
     SubscriptionPolicy,
 };
 use courrier_core::mailing::{dashboard, domains, export, lists, sends};
+use courrier_core::storage::{Tx, in_write_keeping_refusals};
 use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -516,7 +518,7 @@ fn member_request(body: &[u8], source_ip: Option<String>) -> Result<AddMember, A
 }
 
 /// Answers of `POST .../members`, rendered so that the same answer can be stored for a replay.
-fn added(outcome: AddOutcome) -> (StatusCode, Value) {
+fn added_answer(outcome: AddOutcome) -> (StatusCode, Value) {
     let status = match outcome {
         AddOutcome::Active(_) => StatusCode::CREATED,
         AddOutcome::PendingConfirmation(_) | AddOutcome::PendingModeration(_) => StatusCode::ACCEPTED,
@@ -536,12 +538,18 @@ async fn add_member(
     let path = format!("/api/v1/domains/{domain}/lists/{list}/members");
     let source = ctx.source.clone();
     let fingerprint_body = bytes.clone();
-    idempotent(&state, &p, &headers, "POST", &path, &fingerprint_body, move |state, p| async move {
+    idempotent(&state, &p, &headers, "POST", &path, &fingerprint_body, move |app, tx, p| {
         let (d, l) = names(&domain, &list)?;
         let req = member_request(&bytes, source)?;
-        let app = state.app.clone();
-        let outcome = run_blocking(move || Ok(members::add(&app, &p, &ctx, &d, &l, req)?)).await?;
-        Ok(added(outcome))
+        let added = members::add_in(app, tx, p, &ctx, &d, &l, req)?;
+        let (status, data) = added_answer(added.outcome());
+        Ok(Done {
+            status,
+            data,
+            after_commit: Some(Box::new(move |app: &Courrier| {
+                let _ = added.after_commit(app);
+            })),
+        })
     })
     .await
 }
@@ -560,10 +568,23 @@ async fn read_json_body(headers: &HeaderMap, body: Body, state: &AppState) -> Re
     read_limited(body, JSON_BODY_LIMIT, state.body_read_timeout).await
 }
 
-/// Runs `exec` under the request's Idempotency-Key, if it carries one: reserved before, the
-/// answer stored after (final answers only: a 5xx frees the key so that a retry runs again),
-/// a stored answer replayed with `Idempotent-Replay: true`.
-pub async fn idempotent<F, Fut>(
+/// Work left for after the commit (it needs the application, not the transaction).
+pub type AfterCommit = Box<dyn FnOnce(&Courrier) + Send>;
+
+/// What an operation that may run under an Idempotency-Key gives: its answer, and what is left
+/// to do once its transaction is committed (a confirmation mail).
+pub struct Done {
+    pub status: StatusCode,
+    pub data: Value,
+    pub after_commit: Option<AfterCommit>,
+}
+
+/// Runs `exec` in one write transaction on the blocking pool, under the request's
+/// Idempotency-Key if it carries one: the key's check and reservation, the operation and the
+/// answer to replay are then that one transaction (`idempotency::run`; a 5xx is not stored, so a
+/// retry runs again); a stored answer is replayed with `Idempotent-Replay: true`. `exec` parses
+/// its input too, so that a 422 is an answer like any other. A refusal's audit entry is committed.
+pub async fn idempotent<F>(
     state: &AppState,
     p: &Arc<Principal>,
     headers: &HeaderMap,
@@ -573,42 +594,55 @@ pub async fn idempotent<F, Fut>(
     exec: F,
 ) -> Result<Response, ApiError>
 where
-    F: FnOnce(AppState, Arc<Principal>) -> Fut,
-    Fut: std::future::Future<Output = Result<(StatusCode, Value), ApiError>>,
+    F: FnOnce(&Courrier, &mut dyn Tx, &Principal) -> Result<Done, ApiError> + Send + 'static,
 {
     let key = match headers.get("idempotency-key") {
         None => None,
         Some(v) => Some(v.to_str().map_err(|_| invalid("Idempotency-Key must be visible ASCII"))?.to_owned()),
     };
-    let Some(req) = IdempotentRequest::new(p, key.as_deref(), method, path, body)? else {
-        let (status, data) = exec(state.clone(), p.clone()).await?;
-        return Ok(Reply::with_status(status, data).into_response());
-    };
+    let keyed = IdempotentRequest::new(p, key.as_deref(), method, path, body)?;
     let app = state.app.clone();
-    let r = req.clone();
-    match run_blocking(move || Ok(idempotency::reserve(&app, &r)?)).await? {
-        Reservation::Replay { status, body } => {
+    let p = p.clone();
+    let ran = run_blocking(move || {
+        let Some(req) = keyed else {
+            return Ok(Keyed::Ran(in_write_keeping_refusals(&*app.store, |tx| exec(&app, tx, &p)).map(|done| {
+                if let Some(after) = done.after_commit {
+                    after(&app);
+                }
+                (done.status, done.data)
+            })));
+        };
+        let keyed = idempotency::run(
+            &app,
+            &req,
+            |tx| exec(&app, tx, &p),
+            |out| match out {
+                Ok(done) => Answer { status: done.status.as_u16(), body: json!({ "data": done.data }).to_string() },
+                Err(e) => Answer {
+                    status: e.status().as_u16(),
+                    body: json!({ "error": { "code": e.code.as_str(), "message": e.message } }).to_string(),
+                },
+            },
+        )?;
+        Ok(match keyed {
+            Keyed::Replay { status, body } => Keyed::Replay { status, body },
+            Keyed::Ran(out) => Keyed::Ran(out.map(|done| {
+                if let Some(after) = done.after_commit {
+                    after(&app);
+                }
+                (done.status, done.data)
+            })),
+        })
+    })
+    .await?;
+    match ran {
+        Keyed::Replay { status, body } => {
             let mut resp = replay(status, &body);
             resp.headers_mut().insert("idempotent-replay", HeaderValue::from_static("true"));
             Ok(resp)
         }
-        Reservation::Execute => {
-            let outcome = exec(state.clone(), p.clone()).await;
-            let (status, stored) = match &outcome {
-                Ok((status, data)) => (*status, json!({ "data": data })),
-                Err(e) => (e.status(), json!({ "error": { "code": e.code.as_str(), "message": e.message } })),
-            };
-            let app = state.app.clone();
-            let done = if status.is_server_error() {
-                run_blocking(move || Ok(idempotency::release(&app, &req)?)).await
-            } else {
-                let text = stored.to_string();
-                run_blocking(move || Ok(idempotency::finish(&app, &req, status.as_u16(), &text)?)).await
-            };
-            if let Err(e) = done {
-                tracing::error!(error = %e, "the idempotency record could not be finalised");
-            }
-            let (status, data) = outcome?;
+        Keyed::Ran(out) => {
+            let (status, data) = out?;
             Ok(Reply::with_status(status, data).into_response())
         }
     }
@@ -862,13 +896,13 @@ async fn submit_send(
     let bytes = read_json_body(&headers, body, &state).await?;
     let path = format!("/api/v1/domains/{domain}/lists/{list}/sends");
     let fingerprint_body = bytes.clone();
-    idempotent(&state, &p, &headers, "POST", &path, &fingerprint_body, move |state, p| async move {
+    idempotent(&state, &p, &headers, "POST", &path, &fingerprint_body, move |app, tx, p| {
         let (d, l) = names(&domain, &list)?;
         let b: SendBody = parse_json(&bytes)?;
         let message = sends::NewMessage { subject: b.subject, text: b.text, html: b.html };
-        let app = state.app.clone();
-        let done = run_blocking(move || Ok(sends::submit(&app, &p, &ctx, &d, &l, message)?)).await?;
-        Ok((StatusCode::ACCEPTED, json!({ "send_id": done.send_id.get(), "recipients": done.recipients })))
+        let done = sends::submit_in(app, tx, p, &ctx, &d, &l, message)?;
+        let data = json!({ "send_id": done.send_id.get(), "recipients": done.recipients });
+        Ok(Done { status: StatusCode::ACCEPTED, data, after_commit: None })
     })
     .await
 }

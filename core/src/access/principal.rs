@@ -189,6 +189,36 @@ pub fn audited_refusal(
     e
 }
 
+/// [`audited_refusal`] inside the caller's write transaction, which the caller commits even
+/// though it refuses (see [`crate::storage::in_write_keeping_refusals`]).
+pub fn audited_refusal_in(
+    tx: &mut dyn Tx,
+    at: Timestamp,
+    p: &Principal,
+    ctx: &RequestCtx,
+    action: &str,
+    target: &str,
+    e: AccessError,
+) -> AccessError {
+    let outcome = match e {
+        AccessError::Forbidden(_) | AccessError::CsrfFailed => Outcome::Forbidden,
+        AccessError::NotFound(_) => Outcome::NotFound,
+        _ => return e,
+    };
+    let entry = NewAuditEntry {
+        at,
+        request_id: ctx.request_id.clone(),
+        actor: p.actor(),
+        action: action.to_owned(),
+        target: target.to_owned(),
+        outcome,
+    };
+    if let Err(store) = tx.append_audit(&entry) {
+        tracing::error!(error = %store, "cannot audit a refusal");
+    }
+    e
+}
+
 /// Appends the audit entry of a done mutation inside its transaction.
 pub fn audit_done(
     tx: &mut dyn Tx,

@@ -78,6 +78,32 @@ pub(super) fn refuse(
     }
 }
 
+/// [`refuse`] with the audit entry written in the caller's transaction.
+pub(super) fn refuse_in(
+    tx: &mut dyn crate::storage::Tx,
+    at: crate::kernel::Timestamp,
+    p: &Principal,
+    ctx: &RequestCtx,
+    action: &str,
+    target: &str,
+    e: MailingError,
+) -> MailingError {
+    use crate::access::principal::audited_refusal_in;
+    match e {
+        MailingError::Access(a) => MailingError::Access(audited_refusal_in(tx, at, p, ctx, action, target, a)),
+        MailingError::NotFound(what) => MailingError::Access(audited_refusal_in(
+            tx,
+            at,
+            p,
+            ctx,
+            action,
+            target,
+            crate::access::AccessError::NotFound(what),
+        )),
+        other => other,
+    }
+}
+
 pub fn create(app: &Courrier, p: &Principal, ctx: &RequestCtx, req: NewDomainRequest) -> Result<Domain, MailingError> {
     let target = format!("domain:{}", req.name);
     // Creating a domain is the installation's business: a key scoped to a domain or a list does

@@ -62,6 +62,26 @@ pub fn authorized(
     found.map_err(|e| domains::refuse(app, p, ctx, action, &format!("list:{name}@{domain}"), e))
 }
 
+/// [`authorized`] inside the caller's write transaction: the list read there, a refusal's audit
+/// entry written there (the caller commits it: [`crate::storage::in_write_keeping_refusals`]).
+#[allow(clippy::too_many_arguments)]
+pub fn authorized_in(
+    tx: &mut dyn Tx,
+    at: crate::kernel::Timestamp,
+    p: &Principal,
+    ctx: &RequestCtx,
+    need: Perm,
+    domain: &DomainName,
+    name: &ListName,
+    action: &str,
+) -> Result<MailingList, MailingError> {
+    let found = p
+        .authorize(need, &Target::List(domain, name), "list")
+        .map_err(MailingError::from)
+        .and_then(|()| tx.list_by_name(domain, name)?.ok_or(MailingError::NotFound("list")));
+    found.map_err(|e| domains::refuse_in(tx, at, p, ctx, action, &format!("list:{name}@{domain}"), e))
+}
+
 fn check_display_name(s: &str) -> Result<(), MailingError> {
     if s.trim().is_empty() {
         return Err(MailingError::Invalid("display_name must not be empty".into()));

@@ -11,7 +11,7 @@ use crate::Courrier;
 use crate::access::principal::{RequestCtx, audit_done};
 use crate::access::{Perm, Principal};
 use crate::kernel::{DomainName, EmailAddress, EventName, ListName, Page, Paged, Timestamp, parse_positive_id};
-use crate::storage::{StoreError, Tx, in_read, in_write};
+use crate::storage::{StoreError, Tx, in_nested, in_read, in_write_keeping_refusals};
 use serde_json::json;
 
 pub const MAX_CONSENT_SOURCE: usize = 200;
@@ -159,23 +159,62 @@ pub fn add(
     name: &ListName,
     req: AddMember,
 ) -> Result<AddOutcome, MailingError> {
-    let list = lists::authorized(app, p, ctx, Perm::MembersWrite, domain, name, "member.add")?;
-    check_add(&req)?;
-    let now = app.clock.now();
-    let token = crate::kernel::secrets::random_token(32);
-    let trigger = if req.force { Trigger::AddWithConsent } else { Trigger::Subscribe(effective_policy(&list)) };
-    let outcome = in_write(&*app.store, |tx| {
-        let outcome = apply_add(tx, &list, &req, trigger, now, None)?;
-        if let AddOutcome::PendingConfirmation(id) = outcome {
-            subscriptions::store_token(tx, id, &token, now)?;
-        }
-        audit_done(tx, p, ctx, now, "member.add", &format!("member:{}:{}", list.address(), outcome.member_id()))?;
-        Ok::<_, MailingError>(outcome)
-    })?;
-    if let AddOutcome::PendingConfirmation(_) = outcome {
-        subscriptions::send_confirmation(app, &list, &req.email, &token, now);
+    let added = in_write_keeping_refusals(&*app.store, |tx| add_in(app, tx, p, ctx, domain, name, req))?;
+    Ok(added.after_commit(app))
+}
+
+/// An addition written in a transaction, with what is left to do once that is committed.
+#[derive(Debug)]
+#[must_use = "the confirmation mail goes out in after_commit"]
+pub struct Added {
+    outcome: AddOutcome,
+    confirmation: Option<(MailingList, EmailAddress, String, Timestamp)>,
+}
+
+impl Added {
+    pub fn outcome(&self) -> AddOutcome {
+        self.outcome
     }
-    Ok(outcome)
+
+    /// Once the transaction is committed: mails the confirmation link of a pending subscription.
+    pub fn after_commit(self, app: &Courrier) -> AddOutcome {
+        if let Some((list, to, token, now)) = &self.confirmation {
+            subscriptions::send_confirmation(app, list, to, token, *now);
+        }
+        self.outcome
+    }
+}
+
+/// [`add`]'s work inside the caller's write transaction (one transaction for the list's lookup,
+/// the addition and, under an Idempotency-Key, the stored answer). On `Err`, the transaction holds
+/// only a refusal's audit entry: the addition's own writes are in a nested unit, undone.
+pub fn add_in(
+    app: &Courrier,
+    tx: &mut dyn Tx,
+    p: &Principal,
+    ctx: &RequestCtx,
+    domain: &DomainName,
+    name: &ListName,
+    req: AddMember,
+) -> Result<Added, MailingError> {
+    let now = app.clock.now();
+    let list = lists::authorized_in(tx, now, p, ctx, Perm::MembersWrite, domain, name, "member.add")?;
+    check_add(&req)?;
+    let trigger = if req.force { Trigger::AddWithConsent } else { Trigger::Subscribe(effective_policy(&list)) };
+    let (outcome, token) = in_nested(tx, |tx| {
+        let outcome = apply_add(tx, &list, &req, trigger, now, None)?;
+        let token = if let AddOutcome::PendingConfirmation(id) = outcome {
+            let token = crate::kernel::secrets::random_token(32);
+            subscriptions::store_token(tx, id, &token, now)?;
+            Some(token)
+        } else {
+            None
+        };
+        audit_done(tx, p, ctx, now, "member.add", &format!("member:{}:{}", list.address(), outcome.member_id()))?;
+        Ok::<_, MailingError>((outcome, token))
+    })?;
+    let confirmation = token.map(|t| (list, req.email, t, now));
+    Ok(Added { outcome, confirmation })
 }
 
 /// The write of one addition, inside the caller's transaction: the state machine decides, the

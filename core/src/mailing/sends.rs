@@ -10,7 +10,7 @@ use crate::Courrier;
 use crate::access::principal::{RequestCtx, audit_done};
 use crate::access::{Perm, Principal};
 use crate::kernel::{DomainName, EventName, ListName, secrets};
-use crate::storage::{NewSend, in_read, in_write};
+use crate::storage::{NewSend, Tx, in_nested, in_read, in_write, in_write_keeping_refusals};
 use serde_json::json;
 
 pub const MAX_SUBJECT: usize = 998;
@@ -53,16 +53,30 @@ pub fn submit(
     name: &ListName,
     message: NewMessage,
 ) -> Result<Submitted, MailingError> {
-    let list = lists::authorized(app, p, ctx, Perm::Send, domain, name, "send.submit")?;
+    in_write_keeping_refusals(&*app.store, |tx| submit_in(app, tx, p, ctx, domain, name, message))
+}
+
+/// [`submit`] inside the caller's write transaction (under an Idempotency-Key, the one that also
+/// stores the answer). On `Err`, the transaction holds only a refusal's audit entry.
+pub fn submit_in(
+    app: &Courrier,
+    tx: &mut dyn Tx,
+    p: &Principal,
+    ctx: &RequestCtx,
+    domain: &DomainName,
+    name: &ListName,
+    message: NewMessage,
+) -> Result<Submitted, MailingError> {
+    let now = app.clock.now();
+    let list = lists::authorized_in(tx, now, p, ctx, Perm::Send, domain, name, "send.submit")?;
     check(&message, list.policies.max_message_kb)?;
     if list.status == super::model::ListStatus::Archived {
         return Err(MailingError::Conflict("the list is archived: it sends nothing".into()));
     }
-    let now = app.clock.now();
     let message_id = format!("{}.{}@{}", now.unix_secs(), secrets::random_hex(12), list.domain);
     let text = message.text.filter(|t| !t.is_empty());
     let html = message.html.filter(|t| !t.is_empty());
-    in_write(&*app.store, |tx| {
+    in_nested(tx, |tx| {
         let new = NewSend {
             list_id: list.id,
             subject: &message.subject,

@@ -460,10 +460,31 @@ pub trait WebhookRepo {
 }
 
 /// One transaction. Dropped without [`Tx::commit`], it rolls back.
+///
+/// A write transaction is a *unit of work*: an adapter may run several units of concurrent callers
+/// in one database transaction (group commit: one flush to disk for all of them), each unit in its
+/// own savepoint. What a caller sees does not change: its unit's writes land together or not at
+/// all, a failing unit takes only its own writes back, and `commit` returns `Ok` only once the
+/// writes are durable.
 pub trait Tx:
     AuditRepo + OutboxRepo + AccessRepo + MailingRepo + IdempotencyRepo + SendRepo + OcrRepo + InvoiceRepo + WebhookRepo
 {
+    /// Makes the unit's writes durable; `Ok` only once they are.
     fn commit(self: Box<Self>) -> Result<(), StoreError>;
+    /// Takes the unit's writes back, like dropping it, and says whether the unit saw only durable
+    /// data: `Err` when it ran after other units of the same group commit, read their writes, and
+    /// their commit then failed (so a refusal it decided on may rest on writes that never were).
+    fn rollback(self: Box<Self>) -> Result<(), StoreError> {
+        drop(self);
+        Ok(())
+    }
+    /// Opens a nested unit inside this transaction (SQL `SAVEPOINT`); end it with
+    /// [`Tx::keep_nested`] or [`Tx::undo_nested`]. Nested units nest.
+    fn begin_nested(&mut self) -> Result<(), StoreError>;
+    /// Ends the innermost nested unit, keeping its writes in the transaction.
+    fn keep_nested(&mut self) -> Result<(), StoreError>;
+    /// Ends the innermost nested unit, taking its writes back; the transaction goes on.
+    fn undo_nested(&mut self) -> Result<(), StoreError>;
 }
 
 /// A database. Shared by every thread of the process (and, for a server backend, by processes).
@@ -488,9 +509,55 @@ pub fn in_write<T, E: From<StoreError>>(
     f: impl FnOnce(&mut dyn Tx) -> Result<T, E>,
 ) -> Result<T, E> {
     let mut tx = store.write()?;
-    let out = f(&mut *tx)?;
-    tx.commit()?;
-    Ok(out)
+    match f(&mut *tx) {
+        Ok(out) => {
+            tx.commit()?;
+            Ok(out)
+        }
+        Err(e) => {
+            tx.rollback()?;
+            Err(e)
+        }
+    }
+}
+
+/// Runs `f` in a write transaction that is committed whatever `f` returns. On `Err`, `f` must
+/// have left in it only what is to be kept with the refusal (its audit entry): rules undo their
+/// own writes with [`in_nested`]. A refusal whose audit entry cannot be committed is still the
+/// answer (logged), as [`crate::access::principal::audited_refusal`] does.
+pub fn in_write_keeping_refusals<T, E: From<StoreError>>(
+    store: &dyn Store,
+    f: impl FnOnce(&mut dyn Tx) -> Result<T, E>,
+) -> Result<T, E> {
+    let mut tx = store.write()?;
+    match f(&mut *tx) {
+        Ok(out) => {
+            tx.commit()?;
+            Ok(out)
+        }
+        Err(e) => {
+            if let Err(store) = tx.commit() {
+                tracing::error!(error = %store, "cannot commit a refusal's audit entry");
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Runs `f` in a nested unit of `tx`: its writes stay when it returns `Ok` and are taken back
+/// when it returns `Err`, while the transaction goes on either way.
+pub fn in_nested<T, E: From<StoreError>>(tx: &mut dyn Tx, f: impl FnOnce(&mut dyn Tx) -> Result<T, E>) -> Result<T, E> {
+    tx.begin_nested()?;
+    match f(tx) {
+        Ok(out) => {
+            tx.keep_nested()?;
+            Ok(out)
+        }
+        Err(e) => {
+            tx.undo_nested()?;
+            Err(e)
+        }
+    }
 }
 
 /// Runs `f` in a read transaction (its snapshot ends when `f` returns).

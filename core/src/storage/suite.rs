@@ -12,6 +12,8 @@ pub fn run_all(fresh: Factory<'_>) {
     error_rolls_everything_back(&*fresh());
     dropping_an_uncommitted_transaction_rolls_back(&*fresh());
     concurrent_writers_all_commit(fresh());
+    a_failing_unit_among_waiting_writers_takes_back_only_its_own_writes(fresh());
+    a_nested_unit_undoes_alone(&*fresh());
     audit_filters_and_pages_in_the_query(&*fresh());
     events_come_back_in_order_after_a_cursor(&*fresh());
     members_are_unique_per_list_whatever_the_case_and_filtered_in_the_query(&*fresh());
@@ -113,6 +115,62 @@ pub fn concurrent_writers_all_commit(store: Arc<dyn Store>) {
     let ids: std::collections::HashSet<_> =
         in_read(&*store, |tx| tx.events_after(None, 500)).unwrap().into_iter().map(|e| e.public_id).collect();
     assert_eq!((events, ids.len()), (200, 200), "every event has its own public id");
+}
+
+/// Writers that queued behind a long one (and that an adapter may therefore commit together):
+/// the one whose rule fails loses its writes and gets its own error; every other one commits.
+pub fn a_failing_unit_among_waiting_writers_takes_back_only_its_own_writes(store: Arc<dyn Store>) {
+    #[derive(Debug, PartialEq)]
+    enum E {
+        Rule,
+        Store(StoreError),
+    }
+    impl From<StoreError> for E {
+        fn from(e: StoreError) -> Self {
+            E::Store(e)
+        }
+    }
+    let mut first = store.write().unwrap();
+    first.append_audit(&audit("first", 1, None)).unwrap();
+    let threads: Vec<_> = (0..6)
+        .map(|t| {
+            let store = Arc::clone(&store);
+            std::thread::spawn(move || {
+                in_write(&*store, |tx| {
+                    tx.append_audit(&audit("member.add", 10 + t, Some(t)))?;
+                    tx.append_event(&event(EventName::MemberAdded, 10 + t))?;
+                    if t == 3 { Err(E::Rule) } else { Ok(()) }
+                })
+            })
+        })
+        .collect();
+    // Let them queue behind the open unit.
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    first.commit().unwrap();
+    let outcomes: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    for (t, out) in outcomes.iter().enumerate() {
+        assert_eq!(out, &if t == 3 { Err(E::Rule) } else { Ok(()) }, "writer {t}");
+    }
+    assert_eq!(count(&*store), (6, 5));
+    let failed = in_read(&*store, |tx| tx.list_audit(&AuditFilter::default(), Page::default())).unwrap();
+    assert!(failed.items.iter().all(|a| a.actor.user_id != Some(3)), "the failing unit's audit entry is gone");
+}
+
+/// A nested unit's writes go when it fails; the transaction's other writes stay.
+pub fn a_nested_unit_undoes_alone(store: &dyn Store) {
+    in_write(store, |tx| {
+        tx.append_audit(&audit("kept", 1, None))?;
+        let failed: Result<(), StoreError> = crate::storage::in_nested(tx, |tx| {
+            tx.append_audit(&audit("undone", 2, None))?;
+            tx.append_event(&event(EventName::MemberAdded, 2))?;
+            Err(StoreError::Duplicate)
+        });
+        assert_eq!(failed, Err(StoreError::Duplicate));
+        crate::storage::in_nested(tx, |tx| tx.append_event(&event(EventName::MemberAdded, 3)).map(drop))?;
+        Ok::<_, StoreError>(())
+    })
+    .unwrap();
+    assert_eq!(count(store), (1, 1));
 }
 
 pub fn audit_filters_and_pages_in_the_query(store: &dyn Store) {
