@@ -700,8 +700,8 @@ SELECT count(*) FROM members;
 
 /// For context, not the target's baseline: the same `.import` into a staging table, then one
 /// `INSERT ... SELECT` into a table with courrier's members indexes (unique address per list,
-/// status/mode, bounce score) and its FTS5 trigram index kept by a trigger, as in
-/// `core/src/adapters/sqlite/migrations/0003_lists_members.sql`: what the schema alone costs,
+/// list, status, status and mode), as in `core/src/adapters/sqlite/migrations/0003_lists_members.sql`
+/// since migrations 11 and 12 (no trigram index, no insert trigger): what the schema alone costs,
 /// without validation, consent records or events.
 const SQLITE3_SCHEMA: &str = "PRAGMA journal_mode=WAL;
 PRAGMA synchronous=FULL;
@@ -712,12 +712,9 @@ CREATE TABLE members (
     display_name TEXT, status TEXT NOT NULL, delivery_mode TEXT NOT NULL, bounce_score INTEGER NOT NULL DEFAULT 0,
     subscribed_at INTEGER, consent_id INTEGER, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL,
     UNIQUE (list_id, email_key));
-CREATE INDEX members_list_status_mode ON members (list_id, status, delivery_mode, id);
-CREATE INDEX members_list_bounce ON members (list_id, bounce_score);
-CREATE VIRTUAL TABLE members_email_fts USING fts5 (email_key, content = 'members', content_rowid = 'id', tokenize = 'trigram');
-CREATE TRIGGER members_fts_insert AFTER INSERT ON members BEGIN
-    INSERT INTO members_email_fts (rowid, email_key) VALUES (new.id, new.email_key);
-END;
+CREATE INDEX members_list ON members (list_id);
+CREATE INDEX members_list_status ON members (list_id, status);
+CREATE INDEX members_list_status_mode ON members (list_id, status, delivery_mode);
 INSERT INTO members (list_id, email, email_key, display_name, status, delivery_mode, subscribed_at, consent_id, created_at, updated_at)
   SELECT 1, email, lower(email), nullif(display_name, ''), 'active', coalesce(nullif(delivery_mode, ''), 'regular'), 0, 1, 0, 0
   FROM staging;
@@ -833,7 +830,7 @@ fn import_scenario(opts: &Options, scratch: &Path) -> Result<String, String> {
          with `Content-Type: text/csv`; CLI: `courrier --data-dir DIR members import --domain {DOMAIN} --list bench \
          --consent-evidence ... FILE` beside the running server; \"sqlite3, courrier's schema\" (context, not \
          the baseline): the same `.import` into a staging table then one `INSERT ... SELECT` into a table with \
-         courrier's member indexes and FTS5 trigram index (no validation, consent records or events)"
+         courrier's member indexes (no validation, consent records or events)"
     );
     let _ = writeln!(out);
     let _ = writeln!(

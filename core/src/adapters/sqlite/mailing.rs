@@ -119,11 +119,16 @@ fn values_rows(rows: usize) -> String {
     sql
 }
 
-fn multi_row_insert(rows: usize) -> String {
-    format!(
-        "INSERT INTO members ({NEW_MEMBER_COLUMNS}) {} ON CONFLICT (list_id, email_key) DO NOTHING RETURNING id, email_key",
-        values_rows(rows)
-    )
+fn multi_row_insert(rows: usize) -> std::borrow::Cow<'static, str> {
+    let sql = |rows| {
+        format!(
+            "INSERT INTO members ({NEW_MEMBER_COLUMNS}) {} ON CONFLICT (list_id, email_key) DO NOTHING RETURNING id, email_key",
+            values_rows(rows)
+        )
+    };
+    // The full-size statement's text is made once (it is the key of the statement cache).
+    static FULL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    if rows == ROWS_PER_INSERT { FULL.get_or_init(|| sql(rows)).as_str().into() } else { sql(rows).into() }
 }
 
 fn new_member_params<'a>(

@@ -90,7 +90,11 @@ impl SqliteStore {
         init_connection(&mut writer).map_err(|e| open_err(e.to_string()))?;
         // The one connection that writes (the lane) holds what an import's batch touches: the
         // pages of the random (list, address) index above all, rewritten at every commit.
-        writer.execute_batch("PRAGMA cache_size = -131072;").map_err(|e| open_err(e.to_string()))?;
+        // Statement journals in memory: a multi-row INSERT keeps one (to undo itself alone), and
+        // past 64 KiB SQLite wrote it to a temporary file (a fifth of an import's time).
+        writer
+            .execute_batch("PRAGMA cache_size = -131072; PRAGMA temp_store = MEMORY;")
+            .map_err(|e| open_err(e.to_string()))?;
         let lane = lane::Lane::new(writer, BUSY_TIMEOUT);
         Ok(Self { pool, lane, sqlite_version, watch, search })
     }

@@ -48,13 +48,23 @@ impl OutboxRepo for SqliteTx {
         // Many rows a statement, as an import inserts its members.
         const ROWS: usize = 64;
         let (name, at) = (name.as_str(), at.unix_micros());
-        for chunk in data.chunks(ROWS) {
+        let sql = |rows: usize| {
             let mut sql =
                 String::from("INSERT INTO outbox_events (public_id, name, at, domain_id, list_id, data) VALUES ");
-            for i in 0..chunk.len() {
+            for i in 0..rows {
                 let b = i * 2;
                 sql.push_str(&format!("{}(?{}, ?1, ?2, ?3, ?4, ?{})", if i > 0 { ", " } else { "" }, b + 5, b + 6));
             }
+            sql
+        };
+        // The full-size statement's text is made once (it is the key of the statement cache).
+        static FULL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        for chunk in data.chunks(ROWS) {
+            let sql: std::borrow::Cow<'_, str> = if chunk.len() == ROWS {
+                FULL.get_or_init(|| sql(ROWS)).as_str().into()
+            } else {
+                sql(chunk.len()).into()
+            };
             let ids: Vec<String> = chunk.iter().map(|_| new_public_id(Timestamp::from_unix_micros(at))).collect();
             let mut params: Vec<rusqlite::types::ToSqlOutput<'_>> = Vec::with_capacity(4 + chunk.len() * 2);
             params.push(name.into());
