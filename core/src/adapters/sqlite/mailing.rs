@@ -436,7 +436,11 @@ impl MailingRepo for SqliteTx {
 
     fn insert_member(&mut self, m: &NewMember, now: Timestamp) -> Result<MemberId, StoreError> {
         self.conn()
-            .prepare_cached(&format!("INSERT INTO members ({NEW_MEMBER_COLUMNS}) {}", values_rows(1)))
+            .prepare_cached({
+                // Made once: the text is the statement cache's key, looked up per addition.
+                static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+                SQL.get_or_init(|| format!("INSERT INTO members ({NEW_MEMBER_COLUMNS}) {}", values_rows(1)))
+            })
             .and_then(|mut st| {
                 let texts = (m.email.to_string(), email_key(&m.email));
                 st.execute(rusqlite::params_from_iter(new_member_params(m, &texts, now)))
