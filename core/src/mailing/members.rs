@@ -202,7 +202,7 @@ pub fn add_in(
     check_add(&req)?;
     let trigger = if req.force { Trigger::AddWithConsent } else { Trigger::Subscribe(effective_policy(&list)) };
     let (outcome, token) = in_nested(tx, |tx| {
-        let outcome = apply_add(tx, &list, &req, trigger, now, None)?;
+        let outcome = apply_add(tx, &list, &req, trigger, now)?;
         let token = if let AddOutcome::PendingConfirmation(id) = outcome {
             let token = crate::kernel::secrets::random_token(32);
             subscriptions::store_token(tx, id, &token, now)?;
@@ -218,15 +218,14 @@ pub fn add_in(
 }
 
 /// The write of one addition, inside the caller's transaction: the state machine decides, the
-/// member row and its consent record are written (or linked to `shared_consent`, the one record
-/// of an import), and the event is recorded.
+/// member row and its consent record are written, and the event is recorded. (An import writes
+/// its rows in bulk: `import::commit_batch`.)
 pub(super) fn apply_add(
     tx: &mut dyn Tx,
     list: &MailingList,
     req: &AddMember,
     trigger: Trigger,
     now: Timestamp,
-    shared_consent: Option<i64>,
 ) -> Result<AddOutcome, MailingError> {
     let existing = tx.member_by_email(list.id, &req.email)?;
     let from = existing.as_ref().map_or(MemberState::Absent, |m| MemberState::of(m.status, m.pending_reason));
@@ -239,9 +238,7 @@ pub(super) fn apply_add(
         return Err(MailingError::Conflict("this subscription cannot change that way".into()));
     };
     let attested = req.consent_source.is_some() || req.consent_evidence.is_some();
-    let consent_id = if shared_consent.is_some() {
-        shared_consent
-    } else if attested {
+    let consent_id = if attested {
         Some(tx.insert_consent(&Consent {
             source: req.consent_source.clone(),
             evidence: req.consent_evidence.clone(),

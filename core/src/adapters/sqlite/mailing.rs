@@ -9,6 +9,7 @@ use crate::mailing::model::{
 use crate::storage::{MailingRepo, NewDomain, StoreError};
 use rusqlite::types::Value;
 use rusqlite::{OptionalExtension, Row, params};
+use std::collections::HashMap;
 
 fn parsed<T>(what: &str, raw: &str, parse: impl Fn(&str) -> Option<T>) -> rusqlite::Result<T> {
     parse(raw).ok_or_else(|| corrupt(what, raw))
@@ -122,7 +123,7 @@ fn values_rows(rows: usize) -> String {
 fn multi_row_insert(rows: usize) -> std::borrow::Cow<'static, str> {
     let sql = |rows| {
         format!(
-            "INSERT INTO members ({NEW_MEMBER_COLUMNS}) {} ON CONFLICT (list_id, email_key) DO NOTHING RETURNING id, email_key",
+            "INSERT INTO members ({NEW_MEMBER_COLUMNS}) {} ON CONFLICT (list_id, email_key) DO NOTHING RETURNING id, list_id, email_key",
             values_rows(rows)
         )
     };
@@ -467,11 +468,16 @@ impl MailingRepo for SqliteTx {
             let params = chunk.iter().zip(&keys).flat_map(|(m, k)| new_member_params(m, k, now));
             let mut rows = st.query(rusqlite::params_from_iter(params)).map_err(map_err)?;
             // RETURNING names the rows inserted (an address already there is not), in no promised
-            // order: match them by address, to the first of equal ones (a later one was refused).
+            // order: match them by list and address, to the first of equal ones (SQLite inserts
+            // the rows of VALUES in order, so a later equal one is the one refused).
+            let mut first: HashMap<(i64, &str), usize> = HashMap::with_capacity(chunk.len());
+            for (i, (m, (_, key))) in chunk.iter().zip(&keys).enumerate() {
+                first.entry((m.list_id.get(), key.as_str())).or_insert(i);
+            }
             while let Some(r) = rows.next().map_err(map_err)? {
-                let (id, key): (i64, String) = (r.get(0).map_err(map_err)?, r.get(1).map_err(map_err)?);
-                let slot = (0..chunk.len()).find(|&i| ids[c * ROWS_PER_INSERT + i].is_none() && keys[i].1 == key);
-                let Some(i) = slot else {
+                let (id, list, key): (i64, i64, String) =
+                    (r.get(0).map_err(map_err)?, r.get(1).map_err(map_err)?, r.get(2).map_err(map_err)?);
+                let Some(&i) = first.get(&(list, key.as_str())) else {
                     return Err(StoreError::Backend(format!(
                         "the insert returned {key:?}, an address it was not given"
                     )));
