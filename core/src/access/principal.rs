@@ -170,20 +170,9 @@ pub fn audited_refusal(
     target: &str,
     e: AccessError,
 ) -> AccessError {
-    let outcome = match e {
-        AccessError::Forbidden(_) | AccessError::CsrfFailed => Outcome::Forbidden,
-        AccessError::NotFound(_) => Outcome::NotFound,
-        _ => return e,
-    };
-    let entry = NewAuditEntry {
-        at: app.clock.now(),
-        request_id: ctx.request_id.clone(),
-        actor: p.actor(),
-        action: action.to_owned(),
-        target: target.to_owned(),
-        outcome,
-    };
-    if let Err(store) = in_write(&*app.store, |tx| tx.append_audit(&entry)) {
+    if let Some(entry) = refusal_entry(app.clock.now(), p, ctx, action, target, &e)
+        && let Err(store) = in_write(&*app.store, |tx| tx.append_audit(&entry))
+    {
         tracing::error!(error = %store, "cannot audit a refusal");
     }
     e
@@ -200,23 +189,36 @@ pub fn audited_refusal_in(
     target: &str,
     e: AccessError,
 ) -> AccessError {
+    if let Some(entry) = refusal_entry(at, p, ctx, action, target, &e)
+        && let Err(store) = tx.append_audit(&entry)
+    {
+        tracing::error!(error = %store, "cannot audit a refusal");
+    }
+    e
+}
+
+/// The audit entry of a 403 or 404 refusal; none for the others.
+fn refusal_entry(
+    at: Timestamp,
+    p: &Principal,
+    ctx: &RequestCtx,
+    action: &str,
+    target: &str,
+    e: &AccessError,
+) -> Option<NewAuditEntry> {
     let outcome = match e {
         AccessError::Forbidden(_) | AccessError::CsrfFailed => Outcome::Forbidden,
         AccessError::NotFound(_) => Outcome::NotFound,
-        _ => return e,
+        _ => return None,
     };
-    let entry = NewAuditEntry {
+    Some(NewAuditEntry {
         at,
         request_id: ctx.request_id.clone(),
         actor: p.actor(),
         action: action.to_owned(),
         target: target.to_owned(),
         outcome,
-    };
-    if let Err(store) = tx.append_audit(&entry) {
-        tracing::error!(error = %store, "cannot audit a refusal");
-    }
-    e
+    })
 }
 
 /// Appends the audit entry of a done mutation inside its transaction.
