@@ -409,7 +409,7 @@ pub const LIST_DETAIL: Schema = Schema(|| {
     )
 });
 fn display_name() -> Value {
-    json!({ "type": "string", "minLength": 1, "maxLength": 200, "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]*\\S[^\\u0000-\\u001f\\u007f-\\u009f]*$" })
+    json!({ "type": "string", "minLength": 1, "maxLength": 200, "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]*[^\\s\\u0000-\\u001f\\u007f-\\u009f][^\\u0000-\\u001f\\u007f-\\u009f]*$" })
 }
 pub const LIST_CREATE: Schema = Schema(|| {
     closed(
@@ -528,7 +528,7 @@ pub const SEND_REQUEST: Schema = Schema(|| {
     closed(
         &["subject"],
         json!({
-            "subject": { "type": "string", "minLength": 1, "maxLength": 998, "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]*\\S[^\\u0000-\\u001f\\u007f-\\u009f]*$" },
+            "subject": { "type": "string", "minLength": 1, "maxLength": 998, "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]*[^\\s\\u0000-\\u001f\\u007f-\\u009f][^\\u0000-\\u001f\\u007f-\\u009f]*$" },
             "text": opt(json!({ "type": "string" })),
             "html": opt(json!({ "type": "string" }))
         }),
