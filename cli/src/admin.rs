@@ -83,7 +83,7 @@ pub fn user(config: &Config, cmd: UserCommand, json: bool) -> Result<(), CliErro
     } else {
         None
     };
-    let app = wire(config, crate::build_info())?;
+    let app = wire(config, crate::build_info())?.access;
     let (p, ctx) = (Principal::operator(), RequestCtx::cli());
     let profile = Profile { name: name.map(|n| n.trim().to_owned()).filter(|n| !n.is_empty()), ..Profile::default() };
     let (user, invitation) = users::create(&app, &p, &ctx, users::NewUser { email, profile, password })?;
@@ -116,7 +116,7 @@ pub fn role(config: &Config, cmd: RoleCommand, json: bool) -> Result<(), CliErro
     let list = list.as_deref().map(ListName::parse).transpose()?;
     let role = Role::new(kind, domain, list)
         .map_err(|e| CliError::Input { code: courrier_core::kernel::Code::ValidationFailed, message: e.to_string() })?;
-    let app = wire(config, crate::build_info())?;
+    let app = wire(config, crate::build_info())?.access;
     let (user, _) = users::by_email(&app, &email)?;
     let grant = roles::grant(&app, &Principal::operator(), &RequestCtx::cli(), user.id, role)?;
     print(json, &courrier_http::dto::role_grant(&grant), &format!("granted {} to {}", kind.as_str(), user.email));
@@ -137,7 +137,7 @@ pub fn create_api_key(config: &Config, cmd: CreateApiKey, json: bool) -> Result<
         expires.as_deref(),
         cmd.rate_limit_per_min,
     )?;
-    let app = wire(config, crate::build_info())?;
+    let app = wire(config, crate::build_info())?.access;
     let (user, grants) = users::by_email(&app, &email)?;
     let created =
         keys::create_for(&app, &Principal::operator(), &RequestCtx::cli(), &user, &keys::roles_of(&grants), new)?;

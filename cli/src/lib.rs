@@ -121,8 +121,8 @@ fn execute(cli: Cli) -> Result<(), CliError> {
             server::run(bound, server::termination_signal())
         }
         Command::Version => {
-            let app = server::wire(&config, build_info())?;
-            let version = courrier_core::system::version(&app);
+            let services = server::wire(&config, build_info())?;
+            let version = services.version();
             let doc = courrier_http::dto::version(&version);
             if cli.json {
                 println!("{doc}");
@@ -140,9 +140,9 @@ fn execute(cli: Cli) -> Result<(), CliError> {
         Command::Role(cmd) => admin::role(&config, cmd, cli.json),
         Command::CreateApiKey(cmd) => admin::create_api_key(&config, cmd, cli.json),
         Command::Worker => {
-            let app = server::wire(&config, build_info())?;
+            let services = server::wire(&config, build_info())?;
             let workers = workers::start(
-                app,
+                services.mailing,
                 server::delivery_config(&config),
                 server::webhook_config(&config),
                 config.delivery_workers.max(1),

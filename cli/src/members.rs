@@ -92,7 +92,7 @@ fn names(domain: &str, list: &str) -> Result<(DomainName, ListName), CliError> {
 }
 
 pub fn domain(config: &Config, cmd: DomainCommand, json: bool) -> Result<(), CliError> {
-    let app = wire(config, crate::build_info())?;
+    let app = wire(config, crate::build_info())?.mailing;
     let (name, dkim_selector) = match cmd {
         DomainCommand::Create { name, dkim_selector } => (name, dkim_selector),
         DomainCommand::DnsCheck { name } => return dns_check(&app, &name, json),
@@ -108,7 +108,7 @@ pub fn domain(config: &Config, cmd: DomainCommand, json: bool) -> Result<(), Cli
     Ok(())
 }
 
-fn dns_check(app: &courrier_core::Courrier, name: &str, json: bool) -> Result<(), CliError> {
+fn dns_check(app: &courrier_core::mailing::Service, name: &str, json: bool) -> Result<(), CliError> {
     let name = DomainName::parse(name)?;
     let check = courrier_core::mailing::dns_check::run(app, &Principal::operator(), &RequestCtx::cli(), &name)?;
     if json {
@@ -136,7 +136,7 @@ fn dns_check(app: &courrier_core::Courrier, name: &str, json: bool) -> Result<()
 }
 
 pub fn list(config: &Config, cmd: ListCommand, json: bool) -> Result<(), CliError> {
-    let app = wire(config, crate::build_info())?;
+    let app = wire(config, crate::build_info())?.mailing;
     let ListCommand::Create { domain, list, display_name, owner, subscription_policy } = cmd;
     let (d, l) = names(&domain, &list)?;
     let req = lists::NewList {
@@ -156,7 +156,7 @@ pub fn list(config: &Config, cmd: ListCommand, json: bool) -> Result<(), CliErro
 }
 
 pub fn members(config: &Config, cmd: MembersCommand, json: bool) -> Result<(), CliError> {
-    let app = wire(config, crate::build_info())?;
+    let app = wire(config, crate::build_info())?.mailing;
     let (p, ctx) = (Principal::operator(), RequestCtx::cli());
     match cmd {
         MembersCommand::Import { domain, list, consent_evidence, file } => {
@@ -219,7 +219,7 @@ pub fn members(config: &Config, cmd: MembersCommand, json: bool) -> Result<(), C
 }
 
 pub fn digests(config: &Config, cmd: DigestsCommand, json: bool) -> Result<(), CliError> {
-    let app = wire(config, crate::build_info())?;
+    let app = wire(config, crate::build_info())?.mailing;
     let DigestsCommand::Run { domain, list } = cmd;
     let only = match (domain, list) {
         (Some(d), Some(l)) => {

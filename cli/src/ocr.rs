@@ -38,7 +38,7 @@ pub enum OcrCommand {
 }
 
 pub fn maintenance(config: &Config, state: Switch, json: bool) -> Result<(), CliError> {
-    let app = wire(config, crate::build_info())?;
+    let app = wire(config, crate::build_info())?.ocr;
     let now = maintenance::set(&app, &Principal::operator(), &RequestCtx::cli(), matches!(state, Switch::On))?;
     let (on, since) = match now {
         maintenance::Maintenance::On { since } => (true, Some(since.to_rfc3339())),
@@ -62,7 +62,7 @@ pub fn ocr(config: &Config, cmd: OcrCommand, json: bool) -> Result<(), CliError>
 }
 
 fn plan(config: &Config, email: &str, pages: Option<u32>, json: bool) -> Result<(), CliError> {
-    let app = wire(config, crate::build_info())?;
+    let app = wire(config, crate::build_info())?.ocr;
     let plan = usage::set_plan(&app, &Principal::operator(), &RequestCtx::cli(), email, pages)?;
     if json {
         println!(
@@ -82,7 +82,7 @@ fn failed(config: &Config, limit: u32, offset: u64, json: bool) -> Result<(), Cl
         code: courrier_core::kernel::Code::InvalidPagination,
         message: e.to_string(),
     })?;
-    let app = wire(config, crate::build_info())?;
+    let app = wire(config, crate::build_info())?.ocr;
     let found = documents::failed(&app, page)?;
     if json {
         let items: Vec<serde_json::Value> = found

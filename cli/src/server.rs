@@ -3,19 +3,36 @@
 use crate::config::Config;
 use crate::config::ConfigError;
 use crate::error::CliError;
-use courrier_core::access::limits::Limiter;
 use courrier_core::adapters::{smtp::SmtpTransport, sqlite::SqliteStore, system_clock::SystemClock};
-use courrier_core::kernel::{BuildInfo, Clock};
+use courrier_core::kernel::{BuildInfo, Clock, Settings, VersionInfo};
 use courrier_core::mailing::delivery::DeliveryConfig;
-use courrier_core::{Courrier, Settings};
+use courrier_core::storage::Database;
+use courrier_core::{access, mailing, ocr};
 use courrier_http::server::ServerLimits;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+/// The composition root's work: one service per context, each holding only the ports it uses,
+/// all over one database. Commands take the service of the context they administer.
+#[derive(Clone)]
+pub struct Services {
+    pub access: Arc<access::Service>,
+    pub mailing: Arc<mailing::Service>,
+    pub ocr: Arc<ocr::Service>,
+    pub database: Arc<dyn Database>,
+    pub build: BuildInfo,
+}
+
+impl Services {
+    pub fn version(&self) -> VersionInfo {
+        courrier_core::system::version(&self.build, &*self.database)
+    }
+}
+
 /// Creates the data directory (owner-only: it will hold the data key and the documents) and
 /// opens the database in it.
-pub fn wire(config: &Config, build: BuildInfo) -> Result<Arc<Courrier>, CliError> {
+pub fn wire(config: &Config, build: BuildInfo) -> Result<Services, CliError> {
     for dir in [&config.data_dir, &config.documents_dir()] {
         create_private_dir(dir).map_err(|source| CliError::DataDir { path: dir.display().to_string(), source })?;
     }
@@ -31,8 +48,8 @@ pub fn wire(config: &Config, build: BuildInfo) -> Result<Arc<Courrier>, CliError
         config.ocr_sandbox_bin.clone().or_else(courrier_core::adapters::pdf_sandbox::default_exe).ok_or_else(|| {
             ConfigError::Invalid { var: "COURRIER_OCR_SANDBOX_BIN", reason: "cannot find this executable".into() }
         })?;
-    let mut ocr = courrier_core::adapters::ocr_services(&config.documents_dir(), sandbox, config.ocr_workers);
-    ocr.limits.pages_per_month = config.ocr_pages_per_month;
+    let mut ocr_adapters = courrier_core::adapters::ocr_adapters(&config.documents_dir(), sandbox, config.ocr_workers);
+    ocr_adapters.limits.pages_per_month = config.ocr_pages_per_month;
     let data_key = courrier_core::adapters::data_key::load_or_create(&config.data_dir)
         .map_err(|reason| ConfigError::Invalid { var: "COURRIER_DATA_DIR", reason })?;
     let https = courrier_core::adapters::https::RustlsHttps::new(config.extra_ca.as_deref())
@@ -44,19 +61,23 @@ pub fn wire(config: &Config, build: BuildInfo) -> Result<Arc<Courrier>, CliError
         https: Arc::new(https),
         allow: config.egress_allow.clone(),
     };
-    Ok(Arc::new(Courrier {
-        store: Arc::new(store),
-        clock,
-        mail: Arc::new(mail),
-        settings: Settings { public_url: config.public_url.clone(), mail_from: config.mail_from.clone() },
-        build,
-        limiter: Limiter::default(),
-        key_cache: Default::default(),
-        ocr,
+    let store = Arc::new(store);
+    let clock: Arc<dyn Clock> = clock;
+    let mail: Arc<dyn courrier_core::kernel::MailTransport> = Arc::new(mail);
+    let settings = Settings { public_url: config.public_url.clone(), mail_from: config.mail_from.clone() };
+    let access = Arc::new(access::Service::new(store.clone(), clock.clone(), mail.clone(), settings.clone()));
+    let mailing = Arc::new(mailing::Service {
+        access: Arc::clone(&access),
+        store: store.clone(),
+        clock: clock.clone(),
+        mail,
+        settings,
         egress,
         data_key,
         dkim: Arc::new(courrier_core::adapters::openssl_dkim::OpensslKeyMaker::default()),
-    }))
+    });
+    let ocr = Arc::new(ocr::Service::new(Arc::clone(&access), store.clone(), clock, ocr_adapters));
+    Ok(Services { access, mailing, ocr, database: store, build })
 }
 
 fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
@@ -72,16 +93,16 @@ fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
 pub struct Bound {
     listener: std::net::TcpListener,
     router: courrier_http::Router,
-    app: Arc<Courrier>,
+    services: Services,
     delivery: DeliveryConfig,
     webhooks: courrier_core::mailing::webhooks::WebhookConfig,
     delivery_workers: usize,
 }
 
 impl Bound {
-    /// The wired application the server will use (tests reach core through it).
-    pub fn app(&self) -> Arc<Courrier> {
-        Arc::clone(&self.app)
+    /// The services the server will use (tests reach core through them).
+    pub fn services(&self) -> &Services {
+        &self.services
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -92,17 +113,22 @@ impl Bound {
 /// Wires the application and binds the listening socket, so that a bad address or a busy port
 /// is reported before anything runs.
 pub fn bind(config: &Config, build: BuildInfo) -> Result<Bound, CliError> {
-    let app = wire(config, build)?;
+    let services = wire(config, build)?;
     let bind_err = |source| CliError::Bind { addr: config.listen.to_string(), source };
     let listener = std::net::TcpListener::bind(config.listen).map_err(bind_err)?;
     listener.set_nonblocking(true).map_err(bind_err)?;
-    let mut state = courrier_http::AppState::new(Arc::clone(&app));
+    let mut state = courrier_http::AppState::new(
+        Arc::clone(&services.access),
+        Arc::clone(&services.mailing),
+        Arc::clone(&services.ocr),
+        &services.version(),
+    );
     state.ocr_registration = config.ocr_registration;
     let router = courrier_http::router(state);
     Ok(Bound {
         listener,
         router,
-        app,
+        services,
         delivery: delivery_config(config),
         webhooks: webhook_config(config),
         delivery_workers: config.delivery_workers,
@@ -120,9 +146,13 @@ pub fn run(bound: Bound, shutdown: impl Future<Output = ()> + Send + 'static) ->
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::from_std(bound.listener).map_err(CliError::Serve)?;
         tracing::info!(addr = %listener.local_addr().map_err(CliError::Serve)?, "listening");
-        let housekeeping = tokio::spawn(housekeeping(Arc::clone(&bound.app)));
-        let workers =
-            crate::workers::start(Arc::clone(&bound.app), bound.delivery, bound.webhooks, bound.delivery_workers);
+        let housekeeping = tokio::spawn(housekeeping(Arc::clone(&bound.services.mailing)));
+        let workers = crate::workers::start(
+            Arc::clone(&bound.services.mailing),
+            bound.delivery,
+            bound.webhooks,
+            bound.delivery_workers,
+        );
         let served = courrier_http::server::serve(listener, bound.router, ServerLimits::default(), shutdown).await;
         housekeeping.abort();
         // Copies in flight finish their SMTP exchange; the rest stay queued for the next start.
@@ -134,7 +164,7 @@ pub fn run(bound: Bound, shutdown: impl Future<Output = ()> + Send + 'static) ->
 /// Periodic chores of a running server: due digests are built every minute; expired
 /// Idempotency-Key records are deleted hourly (they answer nothing once expired; deleting keeps the
 /// registry the size of one day).
-async fn housekeeping(app: Arc<courrier_core::Courrier>) {
+async fn housekeeping(app: Arc<mailing::Service>) {
     let mut every = tokio::time::interval(std::time::Duration::from_secs(60));
     let mut minutes: u64 = 0;
     loop {

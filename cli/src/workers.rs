@@ -4,7 +4,7 @@
 //! Beside them, one webhook worker loops on `webhooks::run_once` (fan the outbox out, lease due
 //! deliveries, POST them) the same way.
 
-use courrier_core::Courrier;
+use courrier_core::mailing::Service;
 use courrier_core::mailing::delivery::{self, DeliveryConfig};
 use courrier_core::mailing::webhooks::{self, WebhookConfig};
 use std::sync::Arc;
@@ -20,7 +20,7 @@ pub struct Workers {
 }
 
 /// `n` delivery threads and, when `n > 0`, one webhook thread.
-pub fn start(app: Arc<Courrier>, cfg: DeliveryConfig, hooks: WebhookConfig, n: usize) -> Workers {
+pub fn start(app: Arc<Service>, cfg: DeliveryConfig, hooks: WebhookConfig, n: usize) -> Workers {
     let stop = Arc::new(AtomicBool::new(false));
     let mut threads: Vec<_> = (0..n)
         .map(|i| {
@@ -42,7 +42,7 @@ pub fn start(app: Arc<Courrier>, cfg: DeliveryConfig, hooks: WebhookConfig, n: u
     Workers { stop, threads }
 }
 
-fn work_webhooks(app: &Courrier, cfg: &WebhookConfig, stop: &AtomicBool) {
+fn work_webhooks(app: &Service, cfg: &WebhookConfig, stop: &AtomicBool) {
     while !stop.load(Ordering::Relaxed) {
         match webhooks::run_once(app, cfg) {
             Ok(round) if round.claimed > 0 => tracing::debug!(?round, "webhook round"),
@@ -55,7 +55,7 @@ fn work_webhooks(app: &Courrier, cfg: &WebhookConfig, stop: &AtomicBool) {
     }
 }
 
-fn work(app: &Courrier, cfg: &DeliveryConfig, stop: &AtomicBool) {
+fn work(app: &Service, cfg: &DeliveryConfig, stop: &AtomicBool) {
     while !stop.load(Ordering::Relaxed) {
         match delivery::run_once(app, cfg) {
             Ok(round) if round.claimed > 0 => {

@@ -1,7 +1,7 @@
 //! The installation as a whole: liveness and the version object.
 
-use crate::Courrier;
-use crate::kernel::VersionInfo;
+use crate::kernel::{BuildInfo, VersionInfo};
+use crate::storage::Database;
 
 /// Liveness: the process answers. Deliberately touches no dependency, so that a load balancer
 /// does not take every server out at once when the database is slow; component readiness is
@@ -23,14 +23,14 @@ pub fn health() -> Health {
     Health::Ok
 }
 
-pub fn version(app: &Courrier) -> VersionInfo {
-    VersionInfo { build: app.build.clone(), backend: app.store.backend() }
+pub fn version(build: &BuildInfo, db: &dyn Database) -> VersionInfo {
+    VersionInfo { build: build.clone(), backend: db.backend() }
 }
 
 /// The audit log as the caller may read it: everything for a site admin; for anyone else, only
 /// the entries of its own actions. Newest first.
 pub fn audit(
-    app: &Courrier,
+    app: &crate::access::Service,
     p: &crate::access::Principal,
     mut filter: crate::kernel::AuditFilter,
     page: crate::kernel::Page,

@@ -98,7 +98,7 @@ struct LoginBody {
 }
 
 fn session_cookie(state: &AppState, value: &str, max_age: i64) -> HeaderValue {
-    let secure = if state.app.settings.public_url.starts_with("https://") { "; Secure" } else { "" };
+    let secure = if state.access.settings.public_url.starts_with("https://") { "; Secure" } else { "" };
     HeaderValue::from_str(&format!(
         "{SESSION_COOKIE}={value}; Path=/; HttpOnly; SameSite=Lax; Max-Age={max_age}{secure}"
     ))
@@ -110,9 +110,9 @@ async fn login(
     Ctx(ctx): Ctx,
     Json(body): Json<LoginBody>,
 ) -> Result<Response, ApiError> {
-    let app = state.app.clone();
+    let app = state.access.clone();
     let done = run_blocking(move || Ok(sessions::login(&app, &ctx, &body.email, &body.password)?)).await?;
-    let max_age = done.expires_at.unix_secs() - state.app.clock.now().unix_secs();
+    let max_age = done.expires_at.unix_secs() - state.access.clock.now().unix_secs();
     let mut resp = Reply::ok(json!({
         "user": dto::user(&done.user),
         "roles": done.roles.iter().map(dto::role).collect::<Vec<_>>(),
@@ -127,7 +127,7 @@ async fn login(
 
 async fn logout(State(state): State<AppState>, Ctx(ctx): Ctx, headers: HeaderMap) -> Result<Response, ApiError> {
     if let Some(token) = crate::auth::session_cookie(&headers) {
-        let app = state.app.clone();
+        let app = state.access.clone();
         run_blocking(move || Ok(sessions::logout(&app, &ctx, &token)?)).await?;
     }
     let mut resp = no_content();
@@ -180,7 +180,7 @@ async fn audit(State(state): State<AppState>, Auth(p): Auth, RawQuery(raw): RawQ
         since: q.timestamp("since")?,
         until: q.timestamp("until")?,
     };
-    let app = state.app.clone();
+    let app = state.access.clone();
     let paged = run_blocking(move || Ok(courrier_core::system::audit(&app, &p, filter, page)?)).await?;
     let items = paged
         .items
@@ -198,7 +198,7 @@ async fn audit(State(state): State<AppState>, Auth(p): Auth, RawQuery(raw): RawQ
 
 async fn list_users(State(state): State<AppState>, Auth(p): Auth, RawQuery(raw): RawQuery) -> Result<Reply, ApiError> {
     let page = QueryParams::parse(raw.as_deref(), &["limit", "offset"])?.page()?;
-    let app = state.app.clone();
+    let app = state.access.clone();
     let paged = run_blocking(move || Ok(users::list(&app, &p, page)?)).await?;
     Ok(Reply::collection(paged.items.iter().map(dto::user).collect(), paged.total, paged.page))
 }
@@ -237,7 +237,7 @@ async fn create_user(
         },
         password: body.password,
     };
-    let app = state.app.clone();
+    let app = state.access.clone();
     let (user, invitation) = run_blocking(move || Ok(users::create(&app, &p, &ctx, new)?)).await?;
     let mut data = dto::user(&user);
     data["invitation"] = json!(invitation.as_str());
@@ -251,7 +251,7 @@ async fn get_user(
     Path(id): Path<String>,
 ) -> Result<Reply, ApiError> {
     let id = user_id(&id)?;
-    let app = state.app.clone();
+    let app = state.access.clone();
     let (user, grants) = run_blocking(move || Ok(users::get(&app, &p, &ctx, id)?)).await?;
     let mut data = dto::user(&user);
     data["roles"] = grants.iter().map(dto::role_grant).collect();
@@ -301,7 +301,7 @@ async fn update_user(
         mobile: field(&body.mobile),
         language_code_id: field(&body.language_code_id),
     };
-    let app = state.app.clone();
+    let app = state.access.clone();
     let user = run_blocking(move || Ok(users::update(&app, &p, &ctx, id, patch)?)).await?;
     Ok(Reply::ok(dto::user(&user)))
 }
@@ -320,7 +320,7 @@ async fn set_password(
     Json(body): Json<PasswordBody>,
 ) -> Result<Response, ApiError> {
     let id = user_id(&id)?;
-    let app = state.app.clone();
+    let app = state.access.clone();
     run_blocking(move || Ok(users::set_password(&app, &p, &ctx, id, &body.password)?)).await?;
     Ok(no_content())
 }
@@ -332,7 +332,7 @@ async fn list_roles(
     Path(id): Path<String>,
 ) -> Result<Reply, ApiError> {
     let id = user_id(&id)?;
-    let app = state.app.clone();
+    let app = state.access.clone();
     let grants = run_blocking(move || Ok(roles::list(&app, &p, &ctx, id)?)).await?;
     Ok(Reply::ok(grants.iter().map(dto::role_grant).collect()))
 }
@@ -368,7 +368,7 @@ async fn grant_role(
 ) -> Result<Reply, ApiError> {
     let id = user_id(&id)?;
     let role = body.parse()?;
-    let app = state.app.clone();
+    let app = state.access.clone();
     let grant = run_blocking(move || Ok(roles::grant(&app, &p, &ctx, id, role)?)).await?;
     Ok(Reply::created(dto::role_grant(&grant)))
 }
@@ -382,14 +382,14 @@ async fn revoke_role(
 ) -> Result<Response, ApiError> {
     let id = user_id(&id)?;
     let role = body.parse()?;
-    let app = state.app.clone();
+    let app = state.access.clone();
     run_blocking(move || Ok(roles::revoke(&app, &p, &ctx, id, role)?)).await?;
     Ok(no_content())
 }
 
 async fn list_keys(State(state): State<AppState>, Auth(p): Auth, RawQuery(raw): RawQuery) -> Result<Reply, ApiError> {
     let page = QueryParams::parse(raw.as_deref(), &["limit", "offset"])?.page()?;
-    let app = state.app.clone();
+    let app = state.access.clone();
     let paged = run_blocking(move || Ok(keys::list(&app, &p, page)?)).await?;
     Ok(Reply::collection(paged.items.iter().map(dto::api_key).collect(), paged.total, paged.page))
 }
@@ -465,7 +465,7 @@ async fn create_key(
         body.expires_at.as_deref(),
         body.rate_limit_per_min,
     )?;
-    let app = state.app.clone();
+    let app = state.access.clone();
     let created = run_blocking(move || Ok(keys::create_own(&app, &p, &ctx, new)?)).await?;
     let mut data = dto::api_key(&created.key);
     data["secret"] = json!(created.secret);
@@ -479,7 +479,7 @@ async fn revoke_key(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let id = KeyId::parse(&id)?;
-    let app = state.app.clone();
+    let app = state.access.clone();
     run_blocking(move || Ok(keys::revoke(&app, &p, &ctx, id)?)).await?;
     Ok(no_content())
 }

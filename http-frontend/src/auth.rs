@@ -51,7 +51,7 @@ pub fn authenticate(
 ) -> impl std::future::Future<Output = Result<std::sync::Arc<Principal>, ApiError>> + Send + 'static {
     let credential = credential_of(req.headers());
     let mutating = !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
-    let app = state.app.clone();
+    let app = state.access.clone();
     // A key the cache knows is checked here, on the runtime's thread: no store read, only the
     // store's change marker (an in-memory read) and a SHA-256. The deliberate exception to "core
     // runs in the blocking pool": the hop cost several times the check (BENCHMARKS.md).

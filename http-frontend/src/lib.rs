@@ -26,16 +26,19 @@ pub use axum::Router;
 use axum::extract::{RawPathParams, Request};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use courrier_core::Courrier;
+use courrier_core::kernel::VersionInfo;
 use courrier_core::kernel::{Code, parse_positive_id};
+use courrier_core::{access as access_ctx, mailing as mailing_ctx, ocr as ocr_ctx};
 use error::ApiError;
 use routes::{ParamKind, Route};
 use std::sync::Arc;
 
-/// What every handler can reach.
+/// What every handler can reach: one service per context, each handler using its own.
 #[derive(Clone)]
 pub struct AppState {
-    pub app: Arc<Courrier>,
+    pub access: Arc<access_ctx::Service>,
+    pub mailing: Arc<mailing_ctx::Service>,
+    pub ocr: Arc<ocr_ctx::Service>,
     /// The version object never changes while the process runs: rendered once.
     pub version_json: Arc<str>,
     /// A client that has sent its headers has this long to send its whole body.
@@ -47,17 +50,23 @@ pub struct AppState {
 }
 
 impl AppState {
-    pub fn new(app: Arc<Courrier>) -> Self {
-        let version = app.build.version;
-        let render = |api| bytes::Bytes::from(openapi::document(api, version).to_string());
-        let version_json = dto::version(&courrier_core::system::version(&app)).to_string().into();
+    pub fn new(
+        access: Arc<access_ctx::Service>,
+        mailing: Arc<mailing_ctx::Service>,
+        ocr: Arc<ocr_ctx::Service>,
+        version: &VersionInfo,
+    ) -> Self {
+        let render = |api| bytes::Bytes::from(openapi::document(api, version.build.version).to_string());
+        let version_json = dto::version(version).to_string().into();
         Self {
             version_json,
             openapi_mailing: render(routes::Api::Mailing),
             openapi_ocr: render(routes::Api::Ocr),
             body_read_timeout: std::time::Duration::from_secs(30),
             ocr_registration: false,
-            app,
+            access,
+            mailing,
+            ocr,
         }
     }
 }

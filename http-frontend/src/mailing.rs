@@ -16,9 +16,9 @@ use axum::extract::{Path, RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::on;
 use bytes::Bytes;
-use courrier_core::Courrier;
 use courrier_core::access::Principal;
 use courrier_core::kernel::{Code, DomainName, EmailAddress, ListName};
+use courrier_core::mailing;
 use courrier_core::mailing::idempotency::{self, Answer, IdempotentRequest, Keyed};
 use courrier_core::mailing::import::{self, ImportConsent, MAX_IMPORT_BYTES, SizeLimitExceeded};
 use courrier_core::mailing::members::{self, AddMember, AddOutcome, MemberRef};
@@ -27,8 +27,9 @@ use courrier_core::mailing::model::{
     DeliveryMode, DigestFrequency, DomainStatus, ListKind, ListStatus, MemberFilter, PostingPolicy, ReplyTo,
     SubscriptionPolicy,
 };
+use courrier_core::mailing::ports::Tx;
 use courrier_core::mailing::{dashboard, domains, export, lists, sends};
-use courrier_core::storage::{Tx, in_write_keeping_refusals};
+use courrier_core::storage::in_write_keeping_refusals;
 use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -218,13 +219,13 @@ mod patch_text {
 }
 
 async fn get_dashboard(State(state): State<AppState>, Auth(p): Auth) -> Result<Reply, ApiError> {
-    let app = state.app.clone();
+    let app = state.mailing.clone();
     let d = run_blocking(move || Ok(dashboard::dashboard(&app, &p)?)).await?;
     Ok(Reply::ok(dto::dashboard(&d)))
 }
 
 async fn get_queue(State(state): State<AppState>, Auth(p): Auth) -> Result<Reply, ApiError> {
-    let app = state.app.clone();
+    let app = state.mailing.clone();
     let q = run_blocking(move || Ok(dashboard::queue(&app, &p)?)).await?;
     Ok(Reply::ok(dto::queue(&q)))
 }
@@ -237,7 +238,7 @@ async fn list_domains(
     let q = QueryParams::parse(raw.as_deref(), &["limit", "offset", "status"])?;
     let page = q.page()?;
     let status = parse_enum("status", q.get("status").map(str::to_owned), DomainStatus::parse, &DomainStatus::names())?;
-    let app = state.app.clone();
+    let app = state.mailing.clone();
     let found = run_blocking(move || Ok(domains::list(&app, &p, status, page)?)).await?;
     Ok(Reply::collection(found.items.iter().map(dto::domain).collect(), found.total, page))
 }
@@ -261,7 +262,7 @@ async fn create_domain(
         dkim_selector: body.dkim_selector.filter(|s| !s.is_empty()),
         default_subscription_policy: policy("default_subscription_policy", body.default_subscription_policy)?,
     };
-    let app = state.app.clone();
+    let app = state.mailing.clone();
     let d = run_blocking(move || Ok(domains::create(&app, &p, &ctx, req)?)).await?;
     Ok(Reply::created(dto::domain(&d)))
 }
@@ -273,7 +274,7 @@ async fn get_domain(
     Path(domain): Path<String>,
 ) -> Result<Reply, ApiError> {
     let name = domain_name(&domain)?;
-    let app = state.app.clone();
+    let app = state.mailing.clone();
     let d = run_blocking(move || Ok(domains::get(&app, &p, &ctx, &name)?)).await?;
     Ok(Reply::ok(dto::domain(&d)))
 }
@@ -300,7 +301,7 @@ async fn update_domain(
         dkim_selector: body.dkim_selector,
         default_subscription_policy: policy("default_subscription_policy", body.default_subscription_policy)?,
     };
-    let app = state.app.clone();
+    let app = state.mailing.clone();
     let d = run_blocking(move || Ok(domains::update(&app, &p, &ctx, &name, patch)?)).await?;
     Ok(Reply::ok(dto::domain(&d)))
 }
@@ -315,7 +316,7 @@ async fn list_lists(
     let q = QueryParams::parse(raw.as_deref(), &["limit", "offset"])?;
     let page = q.page()?;
     let name = domain_name(&domain)?;
-    let app = state.app.clone();
+    let app = state.mailing.clone();
     let all = run_blocking(move || Ok(lists::list(&app, &p, &ctx, &name)?)).await?;
     let window: Vec<Value> = all
         .iter()
@@ -352,7 +353,7 @@ async fn create_list(
         kind: parse_enum("type", body.kind, ListKind::parse, &ListKind::names())?,
         subscription_policy: policy("subscription_policy", body.subscription_policy)?,
     };
-    let app = state.app.clone();
+    let app = state.mailing.clone();
     let l = run_blocking(move || Ok(lists::create(&app, &p, &ctx, &domain, req)?)).await?;
     Ok(Reply::created(dto::list_detail(&l)))
 }
@@ -364,7 +365,7 @@ async fn get_list(
     Path((domain, list)): Path<(String, String)>,
 ) -> Result<Reply, ApiError> {
     let (d, l) = names(&domain, &list)?;
-    let app = state.app.clone();
+    let app = state.mailing.clone();
     let found = run_blocking(move || Ok(lists::get(&app, &p, &ctx, &d, &l)?)).await?;
     Ok(Reply::ok(dto::list_detail(&found)))
 }
@@ -416,7 +417,7 @@ async fn update_list(
         )?,
         max_message_kb: b.max_message_kb,
     };
-    let app = state.app.clone();
+    let app = state.mailing.clone();
     let found = run_blocking(move || Ok(lists::update(&app, &p, &ctx, &d, &l, patch)?)).await?;
     Ok(Reply::ok(dto::list_detail(&found)))
 }
@@ -430,7 +431,7 @@ async fn set_suspended(
     on: bool,
 ) -> Result<Reply, ApiError> {
     let (d, l) = names(&domain, &list)?;
-    let app = state.app.clone();
+    let app = state.mailing.clone();
     let found = run_blocking(move || Ok(lists::set_suspended(&app, &p, &ctx, &d, &l, on)?)).await?;
     Ok(Reply::ok(dto::list_detail(&found)))
 }
@@ -472,7 +473,7 @@ async fn list_members(
         q.get("email_contains"),
     )?;
     let (d, l) = names(&domain, &list)?;
-    let app = state.app.clone();
+    let app = state.mailing.clone();
     let found = run_blocking(move || Ok(members::list(&app, &p, &ctx, &d, &l, &filter, page)?)).await?;
     Ok(Reply::collection(found.items.iter().map(dto::member).collect(), found.total, page))
 }
@@ -485,7 +486,7 @@ async fn get_member(
 ) -> Result<Reply, ApiError> {
     let (d, l) = names(&domain, &list)?;
     let who = MemberRef::parse(&member).map_err(|_| ApiError::new(Code::NotFound, "member not found"))?;
-    let app = state.app.clone();
+    let app = state.mailing.clone();
     let m = run_blocking(move || Ok(members::get(&app, &p, &ctx, &d, &l, &who)?)).await?;
     Ok(Reply::ok(dto::member(&m)))
 }
@@ -546,7 +547,7 @@ async fn add_member(
         Ok(Done {
             status,
             data,
-            after_commit: Some(Box::new(move |app: &Courrier| {
+            after_commit: Some(Box::new(move |app: &mailing::Service| {
                 let _ = added.after_commit(app);
             })),
         })
@@ -569,7 +570,7 @@ async fn read_json_body(headers: &HeaderMap, body: Body, state: &AppState) -> Re
 }
 
 /// Work left for after the commit (it needs the application, not the transaction).
-pub type AfterCommit = Box<dyn FnOnce(&Courrier) + Send>;
+pub type AfterCommit = Box<dyn FnOnce(&mailing::Service) + Send>;
 
 /// What an operation that may run under an Idempotency-Key gives: its answer, and what is left
 /// to do once its transaction is committed (a confirmation mail).
@@ -594,14 +595,14 @@ pub async fn idempotent<F>(
     exec: F,
 ) -> Result<Response, ApiError>
 where
-    F: FnOnce(&Courrier, &mut dyn Tx, &Principal) -> Result<Done, ApiError> + Send + 'static,
+    F: FnOnce(&mailing::Service, &mut dyn Tx, &Principal) -> Result<Done, ApiError> + Send + 'static,
 {
     let key = match headers.get("idempotency-key") {
         None => None,
         Some(v) => Some(v.to_str().map_err(|_| invalid("Idempotency-Key must be visible ASCII"))?.to_owned()),
     };
     let keyed = IdempotentRequest::new(p, key.as_deref(), method, path, body)?;
-    let app = state.app.clone();
+    let app = state.mailing.clone();
     let p = p.clone();
     let ran = run_blocking(move || {
         let Some(req) = keyed else {
@@ -671,13 +672,13 @@ async fn export_members(
     let q = QueryParams::parse(raw.as_deref(), &["status", "delivery_mode"])?;
     let filter = MemberFilter::parse(q.get("status"), q.get("delivery_mode"), None, None)?;
     let (d, l) = names(&domain, &list)?;
-    let app = state.app.clone();
+    let app = state.mailing.clone();
     let exp = run_blocking(move || Ok(export::open(&app, &p, &ctx, &d, &l, filter)?)).await?;
     let filename = format!("{}-members.csv", exp.list().address());
     let first = futures_util::stream::once(async {
         Ok::<Bytes, std::io::Error>(Bytes::from_static(export::HEADER.as_bytes()))
     });
-    let app = state.app.clone();
+    let app = state.mailing.clone();
     let request_id = envelope::request_id();
     let rows = futures_util::stream::unfold(Some(exp), move |cursor| {
         let app = app.clone();
@@ -777,7 +778,7 @@ async fn import_members(
     let (d, l) = names(&domain, &list)?;
     let upload = upload_of(&headers, body)?;
     // Authorised before any byte of the document is read.
-    let (app, pp, c) = (state.app.clone(), p.clone(), ctx.clone());
+    let (app, pp, c) = (state.mailing.clone(), p.clone(), ctx.clone());
     let target = run_blocking(move || Ok(import::authorize(&app, &pp, &c, &d, &l)?)).await?;
     let timeout = state.body_read_timeout;
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(4);
@@ -829,7 +830,7 @@ async fn import_members(
         }
     };
     let consent = ImportConsent::new(evidence.as_deref(), ctx.source.clone())?;
-    let app = state.app.clone();
+    let app = state.mailing.clone();
     let importer = run_blocking(move || {
         let reader = ChannelReader { rx, current: Bytes::new() };
         Ok(import::import(&app, &p, &ctx, &target, &consent, std::io::BufReader::with_capacity(64 * 1024, reader))?)
@@ -933,7 +934,7 @@ async fn get_send(
 ) -> Result<Reply, ApiError> {
     let (d, l) = names(&domain, &list)?;
     let id = SendId::parse(&send)?;
-    let app = state.app.clone();
+    let app = state.mailing.clone();
     let (s, counts) = run_blocking(move || Ok(sends::get(&app, &p, &ctx, &d, &l, id)?)).await?;
     Ok(Reply::ok(send_status(&s, &counts)))
 }
@@ -946,7 +947,7 @@ async fn cancel_send(
 ) -> Result<Reply, ApiError> {
     let (d, l) = names(&domain, &list)?;
     let id = SendId::parse(&send)?;
-    let app = state.app.clone();
+    let app = state.mailing.clone();
     let (s, counts) = run_blocking(move || Ok(sends::cancel(&app, &p, &ctx, &d, &l, id)?)).await?;
     Ok(Reply::ok(send_status(&s, &counts)))
 }

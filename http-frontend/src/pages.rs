@@ -158,7 +158,7 @@ fn invalid_link() -> Response {
 }
 
 async fn password_form(State(state): State<AppState>, Path(token): Path<String>) -> Result<Response, ApiError> {
-    let app = state.app.clone();
+    let app = state.access.clone();
     let found = run_blocking(move || Ok(users::password_token_user(&app, &token))).await?;
     Ok(match found {
         Ok(user) => page(StatusCode::OK, "Set your password", &form(&user.email.to_string(), None)),
@@ -185,7 +185,7 @@ async fn password_submit(
             _ => {}
         }
     }
-    let app = state.app.clone();
+    let app = state.access.clone();
     let t = token.clone();
     let user = match run_blocking(move || Ok(users::password_token_user(&app, &t))).await? {
         Ok(u) => u,
@@ -203,7 +203,7 @@ async fn password_submit(
             &form(&email, Some("The two passwords differ.")),
         ));
     }
-    let app = state.app.clone();
+    let app = state.access.clone();
     Ok(match run_blocking(move || Ok(users::set_password_with_token(&app, &ctx, &token, &password))).await? {
         Ok(_) => page(StatusCode::OK, "Password set", "<p>Your password is set. You can sign in now.</p>"),
         Err(AccessError::NotFound(_)) => invalid_link(),
@@ -215,7 +215,7 @@ async fn password_submit(
 }
 
 async fn confirm_form(State(state): State<AppState>, Path(token): Path<String>) -> Result<Response, ApiError> {
-    let app = state.app.clone();
+    let app = state.mailing.clone();
     let found = run_blocking(move || Ok(subscriptions::peek(&app, &token)?)).await?;
     Ok(match found {
         Ok(p) => page(
@@ -242,7 +242,7 @@ async fn confirm_submit(
 ) -> Result<Response, ApiError> {
     // The form has no fields; its body is read (bounded) only so the connection stays usable.
     read_limited(body, FORM_LIMIT, state.body_read_timeout).await?;
-    let app = state.app.clone();
+    let app = state.mailing.clone();
     let done = run_blocking(move || Ok(subscriptions::confirm(&app, &token, ctx.source)?)).await?;
     Ok(match done {
         Ok(p) => page(
@@ -260,7 +260,7 @@ async fn confirm_submit(
 }
 
 async fn unsubscribe_form(State(state): State<AppState>, Path(token): Path<String>) -> Result<Response, ApiError> {
-    let app = state.app.clone();
+    let app = state.mailing.clone();
     let found = run_blocking(move || Ok(delivery::unsubscribe_peek(&app, &token)?)).await?;
     Ok(match found {
         Some(s) => page(
@@ -285,7 +285,7 @@ async fn unsubscribe_submit(
     // The body is the page's empty form or RFC 8058's `List-Unsubscribe=One-Click`: either
     // unsubscribes; it is read (bounded) so the connection stays usable.
     read_limited(body, FORM_LIMIT, state.body_read_timeout).await?;
-    let app = state.app.clone();
+    let app = state.mailing.clone();
     let done = run_blocking(move || Ok(delivery::unsubscribe(&app, &token)?)).await?;
     Ok(match done {
         Some(s) => page(

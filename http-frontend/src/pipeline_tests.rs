@@ -9,6 +9,7 @@ use crate::server::{ServerLimits, serve};
 use axum::extract::Path;
 use axum::routing::on;
 use courrier_core::adapters::{sqlite::SqliteStore, system_clock::SystemClock};
+use courrier_core::egress::Egress;
 use courrier_core::kernel::BuildInfo;
 use http::Method;
 use std::io::{Read, Write};
@@ -78,23 +79,13 @@ impl Drop for Probe {
 fn start(limits: ServerLimits, body_read_timeout: Duration) -> Probe {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(&dir.path().join("c.db"), 0).unwrap();
-    let app = Arc::new(Courrier {
-        store: Arc::new(store),
-        clock: Arc::new(SystemClock),
-        mail: Arc::new(courrier_core::testing::RecordingTransport::default()),
-        settings: courrier_core::Settings {
-            public_url: "http://127.0.0.1".into(),
-            mail_from: courrier_core::kernel::EmailAddress::parse("courrier@example.org").unwrap(),
-        },
-        build: BuildInfo::unknown(),
-        limiter: Default::default(),
-        key_cache: Default::default(),
-        ocr: courrier_core::adapters::ocr_services(dir.path(), "/nonexistent/courrier".into(), 1),
-        egress: courrier_core::egress::Egress::offline(),
-        data_key: courrier_core::kernel::sealed::DataKey::generate().1,
-        dkim: Arc::new(courrier_core::adapters::openssl_dkim::OpensslKeyMaker::default()),
-    });
-    let mut state = AppState::new(app);
+    let store = Arc::new(store);
+    let clock: Arc<dyn courrier_core::kernel::Clock> = Arc::new(SystemClock);
+    let mail = Arc::new(courrier_core::testing::RecordingTransport::default());
+    let mailing = courrier_core::testing::mailing(store.clone(), clock.clone(), mail, Egress::offline());
+    let ocr = Arc::new(courrier_core::testing::ocr(store.clone(), clock, Vec::new(), ""));
+    let version = courrier_core::system::version(&BuildInfo::unknown(), &*store);
+    let mut state = AppState::new(Arc::clone(&mailing.access), Arc::new(mailing), ocr, &version);
     state.body_read_timeout = body_read_timeout;
     let router = router_of(state, PROBES.iter().chain(routes::all()));
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

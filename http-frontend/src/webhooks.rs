@@ -90,7 +90,7 @@ async fn create_webhook(
         domain_id: positive("domain_id", body.domain_id)?.map(DomainId::from_stored),
         list_id: positive("list_id", body.list_id)?.map(ListId::from_stored),
     };
-    let app = state.app.clone();
+    let app = state.mailing.clone();
     let created = run_blocking(move || Ok(webhooks::create(&app, &p, &ctx, req)?)).await?;
     Ok(Reply::created(dto::webhook_created(&created.webhook, &created.secret)))
 }
@@ -102,7 +102,7 @@ async fn list_webhooks(
 ) -> Result<Reply, ApiError> {
     let q = QueryParams::parse(raw.as_deref(), &["limit", "offset"])?;
     let page = q.page()?;
-    let app = state.app.clone();
+    let app = state.mailing.clone();
     let found = run_blocking(move || Ok(webhooks::list(&app, &p, page)?)).await?;
     Ok(Reply::collection(found.items.iter().map(dto::webhook).collect(), found.total, page))
 }
@@ -114,7 +114,7 @@ async fn delete_webhook(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let id = WebhookId::parse(&id)?;
-    let app = state.app.clone();
+    let app = state.mailing.clone();
     run_blocking(move || Ok(webhooks::delete(&app, &p, &ctx, id)?)).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -126,7 +126,7 @@ async fn test_webhook(
     Path(id): Path<String>,
 ) -> Result<Reply, ApiError> {
     let id = WebhookId::parse(&id)?;
-    let app = state.app.clone();
+    let app = state.mailing.clone();
     let outcome = run_blocking(move || Ok(webhooks::test(&app, &p, &ctx, id)?)).await?;
     Ok(Reply::ok(dto::webhook_ping(&outcome)))
 }
@@ -139,7 +139,7 @@ async fn dns_check(
 ) -> Result<Reply, ApiError> {
     // A name that cannot be a domain is simply not found, as on every domain route.
     let name = DomainName::parse(&domain).map_err(|_| ApiError::new(Code::NotFound, "domain not found"))?;
-    let app = state.app.clone();
+    let app = state.mailing.clone();
     let check = run_blocking(move || Ok(dns_check::run(&app, &p, &ctx, &name)?)).await?;
     Ok(Reply::ok(dto::dns_check(&check)))
 }

@@ -2,7 +2,7 @@
 //! wider than their user, revocations that take effect at once, sessions with CSRF, invitations
 //! over real SMTP, and secrets that never come back.
 
-use courrier_core::Courrier;
+use courrier_cli::server::Services;
 use courrier_core::access::model::{KeyScope, PermSet, Profile, Role, User};
 use courrier_core::access::principal::RequestCtx;
 use courrier_core::access::{Perm, Principal, keys, roles, users};
@@ -27,35 +27,35 @@ fn list(s: &str) -> ListName {
     ListName::parse(s).unwrap()
 }
 
-pub(crate) fn make_user(core: &Courrier, address: &str, grant: &[Role]) -> User {
+pub(crate) fn make_user(core: &Services, address: &str, grant: &[Role]) -> User {
     let (p, ctx) = (Principal::operator(), RequestCtx::cli());
     let new = users::NewUser { email: email(address), profile: Profile::default(), password: Some(PASSWORD.into()) };
-    let (user, _) = users::create(core, &p, &ctx, new).unwrap();
+    let (user, _) = users::create(&core.access, &p, &ctx, new).unwrap();
     for role in grant {
         ensure_scope(core, role);
-        roles::grant(core, &p, &ctx, user.id, role.clone()).unwrap();
+        roles::grant(&core.access, &p, &ctx, user.id, role.clone()).unwrap();
     }
     user
 }
 
 /// Creates the domain and list a role names, when missing (roles name existing ones only); the
 /// lists are owned by an account of their own, so the role under test is the only one granted.
-pub(crate) fn ensure_scope(core: &Courrier, role: &Role) {
+pub(crate) fn ensure_scope(core: &Services, role: &Role) {
     let (p, ctx) = (Principal::operator(), RequestCtx::cli());
     if let Some(d) = role.domain()
-        && domains::get(core, &p, &ctx, d).is_err()
+        && domains::get(&core.mailing, &p, &ctx, d).is_err()
     {
         let req = domains::NewDomainRequest { name: d.clone(), dkim_selector: None, default_subscription_policy: None };
-        domains::create(core, &p, &ctx, req).unwrap();
+        domains::create(&core.mailing, &p, &ctx, req).unwrap();
     }
     if let (Some(d), Some(l)) = (role.domain(), role.list())
-        && lists::get(core, &p, &ctx, d, l).is_err()
+        && lists::get(&core.mailing, &p, &ctx, d, l).is_err()
     {
         let owner = email("scope-owner@example.com");
-        if users::by_email(core, &owner).is_err() {
+        if users::by_email(&core.access, &owner).is_err() {
             let new =
                 users::NewUser { email: owner.clone(), profile: Profile::default(), password: Some(PASSWORD.into()) };
-            users::create(core, &p, &ctx, new).unwrap();
+            users::create(&core.access, &p, &ctx, new).unwrap();
         }
         let req = lists::NewList {
             name: l.clone(),
@@ -64,15 +64,15 @@ pub(crate) fn ensure_scope(core: &Courrier, role: &Role) {
             kind: None,
             subscription_policy: Some(SubscriptionPolicy::Open),
         };
-        lists::create(core, &p, &ctx, d, req).unwrap();
+        lists::create(&core.mailing, &p, &ctx, d, req).unwrap();
         // The list exists; its owner's role would show in listings of accounts: taken back.
-        let owner = users::by_email(core, &email("scope-owner@example.com")).unwrap().0;
-        roles::revoke(core, &p, &ctx, owner.id, Role::Owner(d.clone(), l.clone())).unwrap();
+        let owner = users::by_email(&core.access, &email("scope-owner@example.com")).unwrap().0;
+        roles::revoke(&core.access, &p, &ctx, owner.id, Role::Owner(d.clone(), l.clone())).unwrap();
     }
 }
 
-pub(crate) fn make_key(core: &Courrier, user: &User, scope: KeyScope, perms: &[Perm], rate: Option<u32>) -> String {
-    let grants = users::by_email(core, &user.email).unwrap().1;
+pub(crate) fn make_key(core: &Services, user: &User, scope: KeyScope, perms: &[Perm], rate: Option<u32>) -> String {
+    let grants = users::by_email(&core.access, &user.email).unwrap().1;
     let new = keys::NewKey {
         name: "test".into(),
         scope,
@@ -80,17 +80,17 @@ pub(crate) fn make_key(core: &Courrier, user: &User, scope: KeyScope, perms: &[P
         expires_at: None,
         rate_limit_per_min: rate,
     };
-    keys::create_for(core, &Principal::operator(), &RequestCtx::cli(), user, &keys::roles_of(&grants), new)
+    keys::create_for(&core.access, &Principal::operator(), &RequestCtx::cli(), user, &keys::roles_of(&grants), new)
         .unwrap()
         .secret
 }
 
 /// A domain (created when missing) and a list on it, through core as the operator.
-pub(crate) fn make_list(core: &Courrier, d: &str, l: &str, owner: &str, policy: SubscriptionPolicy) {
+pub(crate) fn make_list(core: &Services, d: &str, l: &str, owner: &str, policy: SubscriptionPolicy) {
     let (p, ctx) = (Principal::operator(), RequestCtx::cli());
-    if domains::get(core, &p, &ctx, &domain(d)).is_err() {
+    if domains::get(&core.mailing, &p, &ctx, &domain(d)).is_err() {
         let req = domains::NewDomainRequest { name: domain(d), dkim_selector: None, default_subscription_policy: None };
-        domains::create(core, &p, &ctx, req).unwrap();
+        domains::create(&core.mailing, &p, &ctx, req).unwrap();
     }
     let req = lists::NewList {
         name: list(l),
@@ -99,7 +99,7 @@ pub(crate) fn make_list(core: &Courrier, d: &str, l: &str, owner: &str, policy: 
         kind: None,
         subscription_policy: Some(policy),
     };
-    lists::create(core, &p, &ctx, &domain(d), req).unwrap();
+    lists::create(&core.mailing, &p, &ctx, &domain(d), req).unwrap();
 }
 
 #[test]
@@ -157,10 +157,10 @@ fn probe(app: &TestApp, admin: &User, method: &str, path: &str, n: usize) -> (St
         make_user(core, &format!("target{n}@example.org"), &[Role::Owner(domain("example.org"), list("news"))]);
     let dummy_key = make_key(core, admin, KeyScope::User, &[Perm::Read], None);
     let dummy_key_id =
-        keys::list(core, &Principal::operator(), courrier_core::kernel::Page::first(1)).unwrap().items[0].id;
+        keys::list(&core.access, &Principal::operator(), courrier_core::kernel::Page::first(1)).unwrap().items[0].id;
     let _ = dummy_key;
     let member = members::add(
-        core,
+        &core.mailing,
         &Principal::operator(),
         &RequestCtx::cli(),
         &domain("example.org"),
@@ -178,10 +178,16 @@ fn probe(app: &TestApp, admin: &User, method: &str, path: &str, n: usize) -> (St
     .unwrap()
     .member_id();
     let message = sends::NewMessage { subject: format!("probe {n}"), text: Some("hello".into()), html: None };
-    let send =
-        sends::submit(core, &Principal::operator(), &RequestCtx::cli(), &domain("example.org"), &list("news"), message)
-            .unwrap()
-            .send_id;
+    let send = sends::submit(
+        &core.mailing,
+        &Principal::operator(),
+        &RequestCtx::cli(),
+        &domain("example.org"),
+        &list("news"),
+        message,
+    )
+    .unwrap()
+    .send_id;
     let path = path
         .replace("{domain}", "example.org")
         .replace("{list}", "news")
@@ -197,7 +203,7 @@ fn probe(app: &TestApp, admin: &User, method: &str, path: &str, n: usize) -> (St
             domain_id: None,
             list_id: None,
         };
-        webhooks::create(core, &Principal::operator(), &RequestCtx::cli(), req).unwrap().webhook.id.to_string()
+        webhooks::create(&core.mailing, &Principal::operator(), &RequestCtx::cli(), req).unwrap().webhook.id.to_string()
     } else {
         target.id.to_string()
     };
@@ -358,13 +364,13 @@ fn every_401_is_the_same_body_whatever_the_reason() {
     let core = app.core.clone();
     let user = make_user(&core, "u@example.org", &[]);
     let revoked = make_key(&core, &user, KeyScope::User, &[Perm::Read], None);
-    let id = keys::list(&core, &Principal::operator(), Default::default()).unwrap().items[0].id;
-    keys::revoke(&core, &Principal::operator(), &RequestCtx::cli(), id).unwrap();
+    let id = keys::list(&core.access, &Principal::operator(), Default::default()).unwrap().items[0].id;
+    keys::revoke(&core.access, &Principal::operator(), &RequestCtx::cli(), id).unwrap();
     let disabled = make_user(&core, "gone@example.org", &[]);
     let disabled_key = make_key(&core, &disabled, KeyScope::User, &[Perm::Read], None);
     let patch =
         users::UserPatch { status: Some(courrier_core::access::model::UserStatus::Disabled), ..Default::default() };
-    users::update(&core, &Principal::operator(), &RequestCtx::cli(), disabled.id, patch).unwrap();
+    users::update(&core.access, &Principal::operator(), &RequestCtx::cli(), disabled.id, patch).unwrap();
     let good = make_key(&core, &user, KeyScope::User, &[Perm::Read], None);
     let wrong_secret = format!("{}{}", &good[..good.len() - 1], if good.ends_with('0') { '1' } else { '0' });
     let headers: Vec<Vec<(&str, String)>> = vec![
@@ -477,14 +483,19 @@ fn revocations_and_role_changes_take_effect_on_the_next_request() {
     let path = format!("/api/v1/users/{}", member.id);
     assert_eq!(call(&app, "GET", &path, &[bearer(&key)], None).status, 200);
     assert_eq!(call(&app, "GET", &path, &[("cookie", session.cookie.clone())], None).status, 200);
-    roles::revoke(&core, &p, &ctx, admin.id, Role::DomainAdmin(ex.clone())).unwrap();
+    roles::revoke(&core.access, &p, &ctx, admin.id, Role::DomainAdmin(ex.clone())).unwrap();
     call(&app, "GET", &path, &[bearer(&key)], None).expect_error(404, "not_found");
     call(&app, "GET", &path, &[("cookie", session.cookie.clone())], None).expect_error(404, "not_found");
-    roles::grant(&core, &p, &ctx, admin.id, Role::DomainAdmin(ex)).unwrap();
+    roles::grant(&core.access, &p, &ctx, admin.id, Role::DomainAdmin(ex)).unwrap();
     assert_eq!(call(&app, "GET", &path, &[bearer(&key)], None).status, 200);
     // Revoking the key through the API, twice: the second is a no-op, not an error.
-    let id =
-        keys::list(&core, &p, Default::default()).unwrap().items.iter().find(|k| k.user_id == admin.id).unwrap().id;
+    let id = keys::list(&core.access, &p, Default::default())
+        .unwrap()
+        .items
+        .iter()
+        .find(|k| k.user_id == admin.id)
+        .unwrap()
+        .id;
     let s = vec![("cookie", session.cookie.clone()), ("x-csrf-token", session.csrf.clone())];
     assert_eq!(call(&app, "DELETE", &format!("/api/v1/apikeys/{id}"), &s, None).status, 204);
     assert_eq!(call(&app, "DELETE", &format!("/api/v1/apikeys/{id}"), &s, None).status, 204);

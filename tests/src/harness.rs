@@ -123,7 +123,7 @@ pub struct TestApp {
     pub addr: SocketAddr,
     pub client: Client,
     /// The same wired core the server uses, to set up accounts and data.
-    pub core: std::sync::Arc<courrier_core::Courrier>,
+    pub core: courrier_cli::server::Services,
     running: Option<Running>,
     pub dir: tempfile::TempDir,
 }
@@ -147,7 +147,7 @@ impl TestApp {
         };
         let config = Config::from_env(env, Some(dir.path().to_path_buf())).unwrap();
         let bound = server::bind(&config, courrier_cli::build_info()).expect("server binds");
-        let core = bound.app();
+        let core = bound.services().clone();
         let running = server::spawn(bound);
         let addr = running.addr;
         Self { addr, client: Client::new(addr), core, running: Some(running), dir }

@@ -3,7 +3,7 @@
 //! and export round trips.
 
 use crate::access::{PASSWORD, bearer, call, login, make_key, make_list, make_user};
-use courrier_core::Courrier;
+use courrier_cli::server::Services;
 use courrier_core::access::Perm;
 use courrier_core::access::model::{KeyScope, Role};
 use courrier_core::kernel::{DomainName, EventName, ListName};
@@ -33,8 +33,8 @@ fn get(app: &TestApp, key: &str, path: &str) -> Resp {
 }
 
 /// The `data` of every recorded event of one name, oldest first.
-pub(crate) fn events(core: &Courrier, name: EventName) -> Vec<Value> {
-    in_read(&*core.store, |tx| tx.events_after(None, 100_000))
+pub(crate) fn events(core: &Services, name: EventName) -> Vec<Value> {
+    in_read(&*core.mailing.store, |tx| tx.events_after(None, 100_000))
         .unwrap()
         .into_iter()
         .filter(|e| e.name == name)
@@ -135,7 +135,7 @@ fn lists_are_created_with_their_owner_patched_field_by_field_and_suspended_once(
 
     // The owner got the role: with a user key it sees its list and only it.
     let jane = courrier_core::access::users::by_email(
-        &app.core,
+        &app.core.access,
         &courrier_core::kernel::EmailAddress::parse("jane@example.org").unwrap(),
     )
     .unwrap()
@@ -149,7 +149,7 @@ fn lists_are_created_with_their_owner_patched_field_by_field_and_suspended_once(
     let admin_view = get(&app, &key, "/api/v1/domains/example.org/lists").json();
     assert_eq!(admin_view["meta"]["total"], 2);
     let admin = courrier_core::access::users::by_email(
-        &app.core,
+        &app.core.access,
         &courrier_core::kernel::EmailAddress::parse("admin@example.org").unwrap(),
     )
     .unwrap()
@@ -268,7 +268,7 @@ fn adding_members_follows_the_policy_and_refuses_what_the_contract_names() {
 
     // Permissions: members:write to add, read to see.
     let admin = courrier_core::access::users::by_email(
-        &app.core,
+        &app.core.access,
         &courrier_core::kernel::EmailAddress::parse("admin@example.org").unwrap(),
     )
     .unwrap()

@@ -3,7 +3,7 @@
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
-use courrier_core::Courrier;
+use courrier_cli::server::Services;
 use courrier_core::access::model::{KeyScope, PermSet, Profile, User};
 use courrier_core::access::principal::RequestCtx;
 use courrier_core::access::{Perm, Principal, keys, users};
@@ -24,14 +24,14 @@ pub(crate) fn spawn() -> TestApp {
     TestApp::spawn()
 }
 
-pub(crate) fn make_user(core: &Courrier, address: &str) -> User {
+pub(crate) fn make_user(core: &Services, address: &str) -> User {
     let (p, ctx) = (Principal::operator(), RequestCtx::cli());
     let profile = Profile { firstname: Some("Ada".into()), name: Some("Lovelace".into()), ..Profile::default() };
     let new = users::NewUser { email: EmailAddress::parse(address).unwrap(), profile, password: Some(PASSWORD.into()) };
-    users::create(core, &p, &ctx, new).unwrap().0
+    users::create(&core.access, &p, &ctx, new).unwrap().0
 }
 
-pub(crate) fn make_key(core: &Courrier, user: &User) -> String {
+pub(crate) fn make_key(core: &Services, user: &User) -> String {
     let new = keys::NewKey {
         name: "ocr test".into(),
         scope: KeyScope::User,
@@ -39,7 +39,7 @@ pub(crate) fn make_key(core: &Courrier, user: &User) -> String {
         expires_at: None,
         rate_limit_per_min: Some(10_000),
     };
-    keys::create_for(core, &Principal::operator(), &RequestCtx::cli(), user, &[], new).unwrap().secret
+    keys::create_for(&core.access, &Principal::operator(), &RequestCtx::cli(), user, &[], new).unwrap().secret
 }
 
 pub(crate) fn user_key(app: &TestApp, address: &str) -> String {

@@ -240,7 +240,7 @@ fn sends_refuse_what_they_cannot_send() {
     call(&app, "GET", &format!("{NEWS}/sends/abc"), &[bearer(&key)], None).expect_error(422, "invalid_path_id");
     post(&app, &key, &format!("{NEWS}/sends/999/cancel"), json!({})).expect_error(404, "not_found");
     let admin = courrier_core::access::users::by_email(
-        &app.core,
+        &app.core.access,
         &courrier_core::kernel::EmailAddress::parse("admin@example.org").unwrap(),
     )
     .unwrap()
@@ -271,7 +271,7 @@ fn digest_members_get_one_digest_of_the_posts_and_regular_members_the_posts() {
     wait_send(&app, &key, second, |s| s["state"] == "completed");
     wait_send(&app, &key, first, |s| s["state"] == "completed");
     assert_eq!(sink.wait_for(2, Duration::from_secs(5)).len(), 2, "the regular member's two posts");
-    let built = courrier_core::mailing::digests::run(&app.core, None, true).unwrap();
+    let built = courrier_core::mailing::digests::run(&app.core.mailing, None, true).unwrap();
     assert_eq!(built.len(), 1);
     assert_eq!((built[0].posts, built[0].recipients), (2, 2));
     let digest_id = built[0].send_id.get();
@@ -282,11 +282,17 @@ fn digest_members_get_one_digest_of_the_posts_and_regular_members_the_posts() {
     let d = digests[0];
     assert!(d.contains("Today's Topics:") && d.contains("Spring meeting") && d.contains("Summer picnic"), "{d}");
     assert!(header(d, "List-Unsubscribe").is_some());
-    assert!(courrier_core::mailing::digests::run(&app.core, None, true).unwrap().is_empty(), "nothing new: no digest");
+    assert!(
+        courrier_core::mailing::digests::run(&app.core.mailing, None, true).unwrap().is_empty(),
+        "nothing new: no digest"
+    );
     let (third, _) = submit(&app, &key, "Autumn fair");
     wait_send(&app, &key, third, |s| s["state"] == "completed");
-    assert!(courrier_core::mailing::digests::run(&app.core, None, false).unwrap().is_empty(), "not due before a day");
-    let next = courrier_core::mailing::digests::run(&app.core, None, true).unwrap();
+    assert!(
+        courrier_core::mailing::digests::run(&app.core.mailing, None, false).unwrap().is_empty(),
+        "not due before a day"
+    );
+    let next = courrier_core::mailing::digests::run(&app.core.mailing, None, true).unwrap();
     assert_eq!(next[0].posts, 1, "only what the last digest did not cover");
 }
 
@@ -407,11 +413,13 @@ fn a_server_killed_mid_delivery_loses_no_copy_and_completes_the_send_once() {
     println!("{before} delivered before the kill, {delivered} in all for {MEMBERS} members");
     // Exactly one send.completed in the outbox, read from the database the two servers shared.
     let dir = app.crash();
-    let store = courrier_core::adapters::sqlite::SqliteStore::open(&dir.path().join("courrier.db"), 0).unwrap();
+    let store: std::sync::Arc<courrier_core::mailing::ports::Store> = std::sync::Arc::new(
+        courrier_core::adapters::sqlite::SqliteStore::open(&dir.path().join("courrier.db"), 0).unwrap(),
+    );
     let mut completed = 0;
     let mut after = None;
     loop {
-        let page = courrier_core::storage::in_read(&store, |tx| tx.events_after(after, 1_000)).unwrap();
+        let page = courrier_core::storage::in_read(&*store, |tx| tx.events_after(after, 1_000)).unwrap();
         let Some(last) = page.last() else { break };
         after = Some(last.id);
         completed += page.iter().filter(|e| e.name == EventName::SendCompleted).count();

@@ -162,7 +162,7 @@ fn send_completed_is_delivered_once_for_a_send() {
     assert_eq!(w.receiver.verify(&secret, &got[0])["as_received"], "ok");
     // Exactly once: one aggregate event, one delivery, delivered; nothing else queued for it.
     assert_eq!(events(&w.app.core, EventName::SendCompleted).len(), 1);
-    let counts = in_read(&*w.app.core.store, |tx| tx.delivery_counts(WebhookId::from_stored(id))).unwrap();
+    let counts = in_read(&*w.app.core.mailing.store, |tx| tx.delivery_counts(WebhookId::from_stored(id))).unwrap();
     assert_eq!(counts, vec![(DeliveryState::Delivered, 1)]);
     assert_eq!(w.receiver.requests().len(), 1, "member.added was not asked for");
 }

@@ -13,13 +13,13 @@
 //! (trusted the way `COURRIER_EXTRA_CA` makes courrier trust it). Rounds alternate the two
 //! loads; the report is the medians and their ratio. `--smoke` runs it tiny (CI).
 
-use courrier_core::Courrier;
 use courrier_core::access::Principal;
 use courrier_core::access::principal::RequestCtx;
 use courrier_core::adapters::https::RustlsHttps;
 use courrier_core::adapters::sqlite::SqliteStore;
 use courrier_core::egress::{AllowList, Egress, HttpsClient, Offline, PostRequest, parse_url};
-use courrier_core::kernel::{BuildInfo, Clock, EmailAddress, EventName, NewEvent, Timestamp};
+use courrier_core::kernel::{Clock, EmailAddress, EventName, NewEvent, Timestamp};
+use courrier_core::mailing;
 use courrier_core::mailing::webhooks::{self, NewWebhookRequest, WebhookConfig};
 use courrier_core::storage::in_write;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
@@ -143,25 +143,27 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
-/// Core wired as `courrier serve` wires it, but for the resolver (the URL is an address) and the
-/// OCR engines (unused).
-fn wire(dir: &Path, https: Arc<RustlsHttps>) -> Result<Courrier, String> {
-    let clock = Arc::new(courrier_core::adapters::system_clock::SystemClock);
-    let store = SqliteStore::open(&dir.join("courrier.db"), clock.now().unix_micros()).map_err(|e| e.to_string())?;
-    Ok(Courrier {
-        store: Arc::new(store),
+/// The mailing context wired as `courrier serve` wires it, but for the resolver (the URL is an
+/// address); nothing of the OCR context is built.
+fn wire(dir: &Path, https: Arc<RustlsHttps>) -> Result<mailing::Service, String> {
+    let clock: Arc<dyn Clock> = Arc::new(courrier_core::adapters::system_clock::SystemClock);
+    let store =
+        Arc::new(SqliteStore::open(&dir.join("courrier.db"), clock.now().unix_micros()).map_err(|e| e.to_string())?);
+    let mail: Arc<dyn courrier_core::kernel::MailTransport> = Arc::new(
+        courrier_core::adapters::smtp::SmtpTransport::from_url("smtp://127.0.0.1:25").map_err(|e| e.to_string())?,
+    );
+    let settings = courrier_core::kernel::Settings {
+        public_url: "https://lists.example.org".into(),
+        mail_from: EmailAddress::parse("courrier@example.org").map_err(|e| e.to_string())?,
+    };
+    let access =
+        Arc::new(courrier_core::access::Service::new(store.clone(), clock.clone(), mail.clone(), settings.clone()));
+    Ok(mailing::Service {
+        access,
+        store,
         clock,
-        mail: Arc::new(
-            courrier_core::adapters::smtp::SmtpTransport::from_url("smtp://127.0.0.1:25").map_err(|e| e.to_string())?,
-        ),
-        settings: courrier_core::Settings {
-            public_url: "https://lists.example.org".into(),
-            mail_from: EmailAddress::parse("courrier@example.org").map_err(|e| e.to_string())?,
-        },
-        build: BuildInfo::unknown(),
-        limiter: Default::default(),
-        key_cache: Default::default(),
-        ocr: courrier_core::adapters::ocr_services(dir, "/nonexistent/courrier".into(), 1),
+        mail,
+        settings,
         egress: Egress { dns: Arc::new(Offline), https, allow: AllowList::parse("127.0.0.0/8")? },
         data_key: courrier_core::kernel::sealed::DataKey::generate().1,
         dkim: Arc::new(courrier_core::adapters::openssl_dkim::OpensslKeyMaker::default()),
@@ -169,7 +171,7 @@ fn wire(dir: &Path, https: Arc<RustlsHttps>) -> Result<Courrier, String> {
 }
 
 /// N `member.added` events in one transaction, as an import would record them.
-fn record_events(app: &Courrier, n: u64) -> Result<(), String> {
+fn record_events(app: &mailing::Service, n: u64) -> Result<(), String> {
     let now: Timestamp = app.clock.now();
     in_write(&*app.store, |tx| {
         for i in 0..n {

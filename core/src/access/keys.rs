@@ -3,9 +3,9 @@
 //! user's roles on every request.
 
 use super::AccessError;
+use super::Service;
 use super::model::{ApiKey, KeyId, KeyScope, Perm, PermSet, Role, RoleGrant, Target, User};
 use super::principal::{Principal, RequestCtx, Via, audit_done, audited_refusal};
-use crate::Courrier;
 use crate::kernel::{Page, Paged, Timestamp, secrets};
 use crate::storage::{in_read, in_write};
 
@@ -82,7 +82,7 @@ fn too_wide(missing: PermSet, scope: &KeyScope) -> AccessError {
 }
 
 /// A key for the caller's own account (the API).
-pub fn create_own(app: &Courrier, p: &Principal, ctx: &RequestCtx, new: NewKey) -> Result<CreatedKey, AccessError> {
+pub fn create_own(app: &Service, p: &Principal, ctx: &RequestCtx, new: NewKey) -> Result<CreatedKey, AccessError> {
     let target = format!("apikey:{}", new.name.trim());
     let checked = p.authorize_self(Perm::Manage).and_then(|()| {
         let user = p.user.clone().ok_or(AccessError::Forbidden("the operator has no account to hold a key".into()))?;
@@ -99,7 +99,7 @@ pub fn create_own(app: &Courrier, p: &Principal, ctx: &RequestCtx, new: NewKey) 
 
 /// A key for an account named by the operator (the command line), bounded by that account.
 pub fn create_for(
-    app: &Courrier,
+    app: &Service,
     p: &Principal,
     ctx: &RequestCtx,
     owner: &User,
@@ -136,14 +136,14 @@ pub fn create_for(
 }
 
 /// The keys the caller administers: its own, or everyone's for a site admin. Newest first.
-pub fn list(app: &Courrier, p: &Principal, page: Page) -> Result<Paged<ApiKey>, AccessError> {
+pub fn list(app: &Service, p: &Principal, page: Page) -> Result<Paged<ApiKey>, AccessError> {
     p.authorize_self(Perm::Manage)?;
     let owner = if p.is_site_admin() { None } else { p.user.as_ref().map(|u| u.id) };
     Ok(in_read(&*app.store, |tx| tx.list_keys(owner, page))?)
 }
 
 /// Revokes a key. Idempotent: revoking a revoked key succeeds and changes nothing.
-pub fn revoke(app: &Courrier, p: &Principal, ctx: &RequestCtx, id: KeyId) -> Result<(), AccessError> {
+pub fn revoke(app: &Service, p: &Principal, ctx: &RequestCtx, id: KeyId) -> Result<(), AccessError> {
     let target = format!("apikey:{id}");
     let found = p.authorize_self(Perm::Manage).and_then(|()| {
         let key = in_read(&*app.store, |tx| tx.key_by_id(id))?.ok_or(AccessError::NotFound("API key"))?;

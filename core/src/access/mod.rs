@@ -12,6 +12,7 @@ pub mod keys;
 pub mod limits;
 pub mod model;
 pub mod password;
+pub mod ports;
 pub mod principal;
 pub mod roles;
 pub mod sessions;
@@ -20,8 +21,32 @@ pub mod users;
 pub use model::{Perm, PermSet, Role, RoleKind, Target};
 pub use principal::{Credential, Principal, Via};
 
-use crate::kernel::{Code, CoreError, NameError, SendError};
+use crate::kernel::{Clock, Code, CoreError, MailTransport, NameError, SendError, Settings};
 use crate::storage::StoreError;
+use std::sync::Arc;
+
+/// The access context, wired once by the composition root: the ports its rules use and the state
+/// that lives as long as the process (quotas, the key cache). The mailing and OCR services hold
+/// one to authenticate, throttle and audit through.
+pub struct Service {
+    pub store: Arc<ports::Store>,
+    pub clock: Arc<dyn Clock>,
+    pub mail: Arc<dyn MailTransport>,
+    pub settings: Settings,
+    pub limiter: limits::Limiter,
+    pub key_cache: cache::KeyCache,
+}
+
+impl Service {
+    pub fn new(
+        store: Arc<ports::Store>,
+        clock: Arc<dyn Clock>,
+        mail: Arc<dyn MailTransport>,
+        settings: Settings,
+    ) -> Self {
+        Self { store, clock, mail, settings, limiter: Default::default(), key_cache: Default::default() }
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum AccessError {

@@ -2,11 +2,12 @@
 //! each target the operation touches.
 
 use super::AccessError;
+use super::Service;
 use super::cache::CachedKey;
 use super::model::{ApiKey, Perm, PermSet, Role, SessionId, Target, User, UserStatus};
-use crate::Courrier;
+use crate::access::ports::Tx;
 use crate::kernel::{Actor, NewAuditEntry, Outcome, RequestId, Timestamp, secrets};
-use crate::storage::{Tx, in_read, in_write};
+use crate::storage::{in_read, in_write};
 use std::sync::Arc;
 
 /// A session slides with one hour of inactivity and ends twelve hours after login at the latest.
@@ -163,7 +164,7 @@ impl Principal {
 /// Writes the audit entry of a 403 or 404 refusal (401s and 429s are only logged, so a flood of
 /// bad credentials writes nothing), then hands the error back.
 pub fn audited_refusal(
-    app: &Courrier,
+    app: &Service,
     p: &Principal,
     ctx: &RequestCtx,
     action: &str,
@@ -254,7 +255,7 @@ pub fn csrf_token_for(session_token: &str) -> String {
 
 /// Checks a credential. `mutating` requests (POST, PATCH, PUT, DELETE) of a session must carry its
 /// CSRF token.
-pub fn authenticate(app: &Courrier, credential: &Credential, mutating: bool) -> Result<Arc<Principal>, AccessError> {
+pub fn authenticate(app: &Service, credential: &Credential, mutating: bool) -> Result<Arc<Principal>, AccessError> {
     let now = app.clock.now();
     match credential {
         Credential::None => Err(refuse("no credential")),
@@ -314,14 +315,14 @@ pub fn authenticate(app: &Courrier, credential: &Credential, mutating: bool) -> 
 /// Authenticates a key the cache knows, without reading the store: for the frontend to call on
 /// its own thread. `None` when the cache cannot answer (unknown key, store changed, marker
 /// unreadable): then `authenticate` does, through the blocking pool.
-pub fn authenticate_cached_key(app: &Courrier, secret: &str) -> Option<Result<Arc<Principal>, AccessError>> {
+pub fn authenticate_cached_key(app: &Service, secret: &str) -> Option<Result<Arc<Principal>, AccessError>> {
     let Some((prefix, _)) = parse_key(secret) else { return Some(Err(refuse("malformed API key"))) };
     let marker = app.store.change_marker().ok()?;
     let entry = app.key_cache.get(marker, prefix)?;
     Some(check_key(app, &entry, secret, app.clock.now()))
 }
 
-fn check_key(app: &Courrier, entry: &CachedKey, secret: &str, now: Timestamp) -> Result<Arc<Principal>, AccessError> {
+fn check_key(app: &Service, entry: &CachedKey, secret: &str, now: Timestamp) -> Result<Arc<Principal>, AccessError> {
     if !secrets::constant_time_eq(secrets::sha256_hex(secret.as_bytes()).as_bytes(), entry.secret_hash.as_bytes()) {
         return Err(refuse("wrong API key secret"));
     }

@@ -2,10 +2,10 @@
 //! anything, a domain admin roles within its domains, an owner roles on its list; nobody but a
 //! site admin makes a site admin.
 
+use super::Service;
 use super::model::{Perm, Role, RoleGrant, Target, UserId};
 use super::principal::{Principal, RequestCtx, audit_done, audited_refusal};
 use super::{AccessError, users};
-use crate::Courrier;
 use crate::storage::{StoreError, in_write};
 
 fn role_target(role: &Role) -> Target<'_> {
@@ -39,12 +39,12 @@ fn authorize_grant(p: &Principal, role: &Role) -> Result<(), AccessError> {
 }
 
 /// The roles of an account that the caller may see.
-pub fn list(app: &Courrier, p: &Principal, ctx: &RequestCtx, user: UserId) -> Result<Vec<RoleGrant>, AccessError> {
+pub fn list(app: &Service, p: &Principal, ctx: &RequestCtx, user: UserId) -> Result<Vec<RoleGrant>, AccessError> {
     users::get(app, p, ctx, user).map(|(_, grants)| grants)
 }
 
 pub fn grant(
-    app: &Courrier,
+    app: &Service,
     p: &Principal,
     ctx: &RequestCtx,
     user: UserId,
@@ -58,12 +58,7 @@ pub fn grant(
     in_write(&*app.store, |tx| {
         // A role names a domain or a list that exists: a typo would otherwise grant nothing,
         // silently, and grant it again the day such a domain is created.
-        let exists = match &role {
-            Role::SiteAdmin => true,
-            Role::DomainAdmin(d) => tx.domain_by_name(d)?.is_some(),
-            Role::Owner(d, l) | Role::Moderator(d, l) => tx.list_by_name(d, l)?.is_some(),
-        };
-        if !exists {
+        if !tx.role_scope_exists(&role)? {
             return Err(AccessError::Invalid(format!("{} names no existing domain or list", describe(&role))));
         }
         let grant = tx.grant_role(user, &role, now).map_err(|e| match e {
@@ -75,7 +70,7 @@ pub fn grant(
     })
 }
 
-pub fn revoke(app: &Courrier, p: &Principal, ctx: &RequestCtx, user: UserId, role: Role) -> Result<(), AccessError> {
+pub fn revoke(app: &Service, p: &Principal, ctx: &RequestCtx, user: UserId, role: Role) -> Result<(), AccessError> {
     let target = format!("user:{user}:{}", describe(&role));
     users::load(app, user)
         .and_then(|_| authorize_grant(p, &role))

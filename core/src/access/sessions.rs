@@ -1,10 +1,10 @@
 //! Administrator sessions: login with a password (throttled per address and per source),
 //! logout, and what the session's holder may do.
 
+use super::Service;
 use super::model::{Role, User, UserStatus};
 use super::principal::{Principal, RequestCtx, SESSION_MAX_SECS, audit_done, csrf_token_for};
 use super::{AccessError, password};
-use crate::Courrier;
 use crate::kernel::{EmailAddress, Timestamp, secrets};
 use crate::storage::{in_read, in_write};
 
@@ -22,7 +22,7 @@ pub struct LoggedIn {
 /// role grants, or one uniform refusal whatever the reason (the reason is logged). Shared by the
 /// administrator login and the OCR service's key login.
 pub fn check_credentials(
-    app: &Courrier,
+    app: &Service,
     ctx: &RequestCtx,
     email: &str,
     password_given: &str,
@@ -53,7 +53,7 @@ pub fn check_credentials(
     }
 }
 
-pub fn login(app: &Courrier, ctx: &RequestCtx, email: &str, password_given: &str) -> Result<LoggedIn, AccessError> {
+pub fn login(app: &Service, ctx: &RequestCtx, email: &str, password_given: &str) -> Result<LoggedIn, AccessError> {
     let now = app.clock.now();
     let (user, grants) = check_credentials(app, ctx, email, password_given)?;
     let token = secrets::random_token(32);
@@ -68,7 +68,7 @@ pub fn login(app: &Courrier, ctx: &RequestCtx, email: &str, password_given: &str
 }
 
 /// Ends the session of `token` if there is one (logging out twice is not an error).
-pub fn logout(app: &Courrier, ctx: &RequestCtx, token: &str) -> Result<(), AccessError> {
+pub fn logout(app: &Service, ctx: &RequestCtx, token: &str) -> Result<(), AccessError> {
     let now = app.clock.now();
     let hash = secrets::sha256_hex(token.as_bytes());
     in_write(&*app.store, |tx| {

@@ -1,12 +1,13 @@
 //! Accounts: creation (an invitation when no password is given), listing and reading in scope,
 //! status and profile changes, passwords.
 
+use super::Service;
 use super::model::{Perm, PermSet, Profile, Role, RoleGrant, User, UserId, UserStatus};
 use super::principal::{Principal, RequestCtx, audit_done, audited_refusal};
 use super::{AccessError, password};
-use crate::Courrier;
+use crate::access::ports::UserVisibility;
 use crate::kernel::{DomainName, EmailAddress, Notice, Page, Paged};
-use crate::storage::{StoreError, UserVisibility, in_read, in_write};
+use crate::storage::{StoreError, in_read, in_write};
 
 /// Set-password links of invitations live this long.
 pub const INVITATION_TTL_SECS: i64 = 72 * 3600;
@@ -86,7 +87,7 @@ pub(super) fn authorize_over(p: &Principal, need: Perm, target: &User, roles: &[
 }
 
 /// Loads an account and its roles.
-pub(super) fn load(app: &Courrier, id: UserId) -> Result<(User, Vec<RoleGrant>), AccessError> {
+pub(super) fn load(app: &Service, id: UserId) -> Result<(User, Vec<RoleGrant>), AccessError> {
     in_read(&*app.store, |tx| {
         let user = tx.user_by_id(id)?.ok_or(AccessError::NotFound("user"))?;
         Ok((user.user, tx.roles_of(id)?))
@@ -97,12 +98,7 @@ fn roles(grants: &[RoleGrant]) -> Vec<Role> {
     grants.iter().map(|g| g.role.clone()).collect()
 }
 
-pub fn create(
-    app: &Courrier,
-    p: &Principal,
-    ctx: &RequestCtx,
-    new: NewUser,
-) -> Result<(User, Invitation), AccessError> {
+pub fn create(app: &Service, p: &Principal, ctx: &RequestCtx, new: NewUser) -> Result<(User, Invitation), AccessError> {
     let target = format!("user:{}", new.email);
     let allowed = p.authorize_self(Perm::Manage).and_then(|()| {
         if p.administers_accounts() {
@@ -174,7 +170,7 @@ fn check_profile(profile: &Profile) -> Result<(), AccessError> {
     Ok(())
 }
 
-pub fn list(app: &Courrier, p: &Principal, page: Page) -> Result<Paged<User>, AccessError> {
+pub fn list(app: &Service, p: &Principal, page: Page) -> Result<Paged<User>, AccessError> {
     p.authorize_self(Perm::Read)?;
     let visible = match &p.user {
         _ if p.is_site_admin() => UserVisibility::All,
@@ -185,7 +181,7 @@ pub fn list(app: &Courrier, p: &Principal, page: Page) -> Result<Paged<User>, Ac
 }
 
 /// An account and the roles of it the caller may see.
-pub fn get(app: &Courrier, p: &Principal, ctx: &RequestCtx, id: UserId) -> Result<(User, Vec<RoleGrant>), AccessError> {
+pub fn get(app: &Service, p: &Principal, ctx: &RequestCtx, id: UserId) -> Result<(User, Vec<RoleGrant>), AccessError> {
     let target = format!("user:{id}");
     let found = load(app, id).and_then(|(user, grants)| {
         authorize_over(p, Perm::Read, &user, &roles(&grants))?;
@@ -211,7 +207,7 @@ pub struct UserPatch {
 }
 
 pub fn update(
-    app: &Courrier,
+    app: &Service,
     p: &Principal,
     ctx: &RequestCtx,
     id: UserId,
@@ -250,7 +246,7 @@ pub fn update(
 }
 
 pub fn set_password(
-    app: &Courrier,
+    app: &Service,
     p: &Principal,
     ctx: &RequestCtx,
     id: UserId,
@@ -269,7 +265,7 @@ pub fn set_password(
 }
 
 /// The account a set-password link is for, while the link is unused and unexpired.
-pub fn password_token_user(app: &Courrier, token: &str) -> Result<User, AccessError> {
+pub fn password_token_user(app: &Service, token: &str) -> Result<User, AccessError> {
     let now = app.clock.now();
     let hash = crate::kernel::secrets::sha256_hex(token.as_bytes());
     in_read(&*app.store, |tx| {
@@ -281,7 +277,7 @@ pub fn password_token_user(app: &Courrier, token: &str) -> Result<User, AccessEr
 
 /// Sets the password through a set-password link, which then stops working.
 pub fn set_password_with_token(
-    app: &Courrier,
+    app: &Service,
     ctx: &RequestCtx,
     token: &str,
     new_password: &str,
@@ -307,7 +303,7 @@ pub fn set_password_with_token(
 }
 
 /// The account of an address, for the command line.
-pub fn by_email(app: &Courrier, email: &EmailAddress) -> Result<(User, Vec<RoleGrant>), AccessError> {
+pub fn by_email(app: &Service, email: &EmailAddress) -> Result<(User, Vec<RoleGrant>), AccessError> {
     in_read(&*app.store, |tx| {
         let user = tx.user_by_email(email)?.ok_or(AccessError::NotFound("user"))?;
         let grants = tx.roles_of(user.user.id)?;

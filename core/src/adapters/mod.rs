@@ -15,13 +15,13 @@ pub mod tesseract;
 
 /// The OCR service's real adapters: documents under `documents_dir`, PDFs read by
 /// `<sandbox_exe> sandbox`, Tesseract on `ocr_workers` threads.
-pub fn ocr_services(
+pub fn ocr_adapters(
     documents_dir: &std::path::Path,
     sandbox_exe: std::path::PathBuf,
     ocr_workers: usize,
-) -> crate::ocr::OcrServices {
+) -> crate::ocr::Adapters {
     use std::sync::Arc;
-    crate::ocr::OcrServices {
+    crate::ocr::Adapters {
         engine: Arc::new(tesseract::TesseractPool::new(ocr_workers)),
         pdf: Arc::new(pdf_sandbox::SandboxedPdfReader::new(sandbox_exe, pdf_sandbox::SandboxLimits::default())),
         images: Arc::new(image_codec::ImageCrateCodec),

@@ -25,3 +25,12 @@ pub use ids::{AuditId, EventId, InvalidId, RequestId, parse_positive_id};
 pub use mail::{MailTransport, Notice, OutgoingMessage, SendError};
 pub use names::{DomainName, EmailAddress, ListName, NameError};
 pub use page::{Page, PageError, Paged};
+
+/// Installation settings the rules of several contexts need.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Base of the links put in mails, without a trailing slash.
+    pub public_url: String,
+    /// Sender of the installation's own notices (invitations, confirmations).
+    pub mail_from: EmailAddress,
+}

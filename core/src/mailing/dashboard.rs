@@ -1,9 +1,9 @@
 //! The dashboard (counts adapted to the caller's reach) and the outgoing queue's depth.
 
 use super::MailingError;
+use super::Service;
 use super::domains;
 use super::model::{CopyState, DomainVisibility, ListId, ListVisibility, StatusCounts};
-use crate::Courrier;
 use crate::access::model::KeyScope;
 use crate::access::{AccessError, Perm, Principal, Role, Via};
 use crate::kernel::{Page, Timestamp};
@@ -31,7 +31,7 @@ fn require_read(p: &Principal) -> Result<(), MailingError> {
 }
 
 /// Counts over what the caller sees: the domains of its reach and, in each, the lists it sees.
-pub fn dashboard(app: &Courrier, p: &Principal) -> Result<Dashboard, MailingError> {
+pub fn dashboard(app: &Service, p: &Principal) -> Result<Dashboard, MailingError> {
     require_read(p)?;
     let visible = domains::visibility(p);
     let key_list = match &p.via {
@@ -102,7 +102,7 @@ pub struct QueueStats {
     pub oldest_queued_at: Option<Timestamp>,
 }
 
-pub fn queue(app: &Courrier, p: &Principal) -> Result<QueueStats, MailingError> {
+pub fn queue(app: &Service, p: &Principal) -> Result<QueueStats, MailingError> {
     require_read(p)?;
     let (counts, oldest) = in_read(&*app.store, |tx| tx.queue_stats())?;
     let by_state: Vec<(&'static str, u64)> = [CopyState::Queued, CopyState::Sending, CopyState::Deferred]

@@ -4,11 +4,11 @@
 //! links that the copies carry.
 
 use super::MailingError;
+use super::Service;
 use super::compose::{self, compose};
 use super::model::{CopyState, MailingList, SendRecord, SendState};
 use super::state::{self, MemberState, Trigger};
 use super::{dkim, lists};
-use crate::Courrier;
 use crate::kernel::{EventName, SendError, Timestamp, secrets};
 use crate::storage::{in_read, in_write};
 use serde_json::json;
@@ -57,7 +57,7 @@ pub fn backoff(base_secs: i64, attempts: u32) -> i64 {
 }
 
 /// One round: requeue expired leases, claim a batch, deliver it, record outcomes and aggregates.
-pub fn run_once(app: &Courrier, cfg: &DeliveryConfig) -> Result<Round, MailingError> {
+pub fn run_once(app: &Service, cfg: &DeliveryConfig) -> Result<Round, MailingError> {
     let now = app.clock.now();
     let mut round = Round::default();
     // Idle rounds (most of them) only read: several workers each taking the write lock four
@@ -159,7 +159,7 @@ pub fn run_once(app: &Courrier, cfg: &DeliveryConfig) -> Result<Round, MailingEr
 /// Records the aggregate of every send whose copies are all terminal: `send.completed` when at
 /// least one was delivered, `send.failed` otherwise. Guarded by the send's state change in the
 /// database, so it happens once whatever the number of workers and processes.
-pub fn settle(app: &Courrier) -> Result<u64, MailingError> {
+pub fn settle(app: &Service) -> Result<u64, MailingError> {
     let mut closed = 0;
     loop {
         let ids = in_read(&*app.store, |tx| tx.settled_sends(100))?;
@@ -205,7 +205,7 @@ pub fn settle(app: &Courrier) -> Result<u64, MailingError> {
 }
 
 fn in_list(
-    tx: &mut dyn crate::storage::Tx,
+    tx: &mut dyn crate::mailing::ports::Tx,
     id: super::model::SendId,
 ) -> Result<Option<super::model::ListId>, MailingError> {
     Ok(tx.send_list(id)?)
@@ -219,7 +219,7 @@ pub struct Subscription {
 }
 
 fn find_link(
-    app: &Courrier,
+    app: &Service,
     token: &str,
     now: Timestamp,
 ) -> Result<Option<(i64, super::model::Member, MailingList)>, MailingError> {
@@ -240,14 +240,14 @@ fn find_link(
 }
 
 /// The page behind a link (GET): what it would unsubscribe; `None` for an unknown or expired link.
-pub fn unsubscribe_peek(app: &Courrier, token: &str) -> Result<Option<Subscription>, MailingError> {
+pub fn unsubscribe_peek(app: &Service, token: &str) -> Result<Option<Subscription>, MailingError> {
     Ok(find_link(app, token, app.clock.now())?
         .map(|(_, m, l)| Subscription { list_address: l.address(), email: m.email.to_string() }))
 }
 
 /// RFC 8058 one-click (POST): unsubscribes without a login. Repeating it is harmless (the member
 /// stays unsubscribed); `None` for an unknown or expired link.
-pub fn unsubscribe(app: &Courrier, token: &str) -> Result<Option<Subscription>, MailingError> {
+pub fn unsubscribe(app: &Service, token: &str) -> Result<Option<Subscription>, MailingError> {
     let now = app.clock.now();
     let Some((token_id, found, list)) = find_link(app, token, now)? else { return Ok(None) };
     in_write(&*app.store, |tx| {
@@ -282,7 +282,7 @@ mod tests {
     use std::sync::Arc;
 
     struct World {
-        app: Courrier,
+        app: crate::mailing::Service,
         clock: Arc<FixedClock>,
         mail: Arc<RecordingTransport>,
         _dir: tempfile::TempDir,
@@ -295,18 +295,18 @@ mod tests {
         let clock = Arc::new(FixedClock::at(Timestamp::from_unix_secs(1_800_000_000)));
         let store = SqliteStore::open(&dir.path().join("t.db"), clock.now().unix_micros()).unwrap();
         let mail = Arc::new(RecordingTransport::default());
-        let app = crate::testing::wired(
-            dir.path(),
-            Arc::new(store),
-            clock.clone(),
-            mail.clone(),
-            crate::egress::Egress::offline(),
-        );
+        let app =
+            crate::testing::mailing(Arc::new(store), clock.clone(), mail.clone(), crate::egress::Egress::offline());
         let (p, ctx) = (Principal::operator(), RequestCtx::cli());
         let (d, l) = (DomainName::parse("example.org").unwrap(), ListName::parse("news").unwrap());
         let owner = EmailAddress::parse("owner@example.org").unwrap();
-        users::create(&app, &p, &ctx, NewUser { email: owner.clone(), profile: Default::default(), password: None })
-            .unwrap();
+        users::create(
+            &app.access,
+            &p,
+            &ctx,
+            NewUser { email: owner.clone(), profile: Default::default(), password: None },
+        )
+        .unwrap();
         domains::create(
             &app,
             &p,
@@ -340,7 +340,7 @@ mod tests {
         (World { app, clock, mail, _dir: dir }, send)
     }
 
-    fn events(app: &Courrier, name: EventName) -> usize {
+    fn events(app: &Service, name: EventName) -> usize {
         in_read(&*app.store, |tx| tx.events_after(None, 10_000)).unwrap().iter().filter(|e| e.name == name).count()
     }
 
@@ -370,7 +370,7 @@ mod tests {
     #[test]
     fn a_destination_domain_gets_at_most_its_concurrency_in_batches_at_once() {
         let (w, _) = world(5);
-        let lease = |tx: &mut dyn crate::storage::Tx, at: Timestamp, per_domain| {
+        let lease = |tx: &mut dyn crate::mailing::ports::Tx, at: Timestamp, per_domain| {
             tx.claim_copies(at, at.plus_secs(300), 2, per_domain)
         };
         let t0 = w.clock.now();

@@ -3,11 +3,12 @@
 //! `digest_frequency` (the server looks every minute); `courrier digests run` builds them at once.
 
 use super::MailingError;
+use super::Service;
 use super::lists;
 use super::model::{DeliveryMode, DigestFrequency, ListId, MailingList, SendId, SendKind, SendRecord};
-use crate::Courrier;
 use crate::kernel::{EventName, Timestamp, secrets};
-use crate::storage::{NewSend, in_read, in_write};
+use crate::mailing::ports::NewSend;
+use crate::storage::{in_read, in_write};
 use serde_json::json;
 use std::fmt::Write as _;
 
@@ -29,7 +30,7 @@ fn period_secs(f: DigestFrequency) -> i64 {
 
 /// Builds the digests that are due (`now = true`: every list with new posts, whatever its
 /// frequency), optionally for one list only.
-pub fn run(app: &Courrier, only: Option<ListId>, now_regardless: bool) -> Result<Vec<Built>, MailingError> {
+pub fn run(app: &Service, only: Option<ListId>, now_regardless: bool) -> Result<Vec<Built>, MailingError> {
     let candidates = in_read(&*app.store, |tx| tx.lists_with_digest_members())?;
     let mut built = Vec::new();
     for list_id in candidates.into_iter().filter(|l| only.is_none_or(|o| o == *l)) {
@@ -40,7 +41,7 @@ pub fn run(app: &Courrier, only: Option<ListId>, now_regardless: bool) -> Result
     Ok(built)
 }
 
-fn run_list(app: &Courrier, list_id: ListId, now_regardless: bool) -> Result<Option<Built>, MailingError> {
+fn run_list(app: &Service, list_id: ListId, now_regardless: bool) -> Result<Option<Built>, MailingError> {
     let now = app.clock.now();
     in_write(&*app.store, |tx| {
         let Some(list) = tx.list_by_id(list_id)? else { return Ok(None) };

@@ -120,8 +120,8 @@ impl Signer {
 /// A key that does not open (the data key was replaced) is logged and the mail goes unsigned:
 /// a list that still delivers is better than one that stops.
 pub(crate) fn signer_for(
-    app: &crate::Courrier,
-    tx: &mut dyn crate::storage::Tx,
+    app: &super::Service,
+    tx: &mut dyn crate::mailing::ports::Tx,
     domain: super::model::DomainId,
 ) -> Result<Option<Signer>, crate::storage::StoreError> {
     let Some(d) = tx.domain_by_id(domain)? else { return Ok(None) };

@@ -6,9 +6,9 @@
 //! after which the remaining records are reported as not looked up.
 
 use super::MailingError;
+use super::Service;
 use super::domains;
 use super::model::Domain;
-use crate::Courrier;
 use crate::access::principal::{RequestCtx, audit_done};
 use crate::access::{Perm, Principal};
 use crate::kernel::{DomainName, Timestamp};
@@ -125,7 +125,7 @@ fn ours(mut v: Verdict, key: &str) -> Verdict {
 }
 
 /// Runs the check, stores the verdict on the domain, and returns it.
-pub fn run(app: &Courrier, p: &Principal, ctx: &RequestCtx, name: &DomainName) -> Result<DnsCheck, MailingError> {
+pub fn run(app: &Service, p: &Principal, ctx: &RequestCtx, name: &DomainName) -> Result<DnsCheck, MailingError> {
     let domain = domains::authorized(app, p, ctx, Perm::Manage, name, "domain.dns_check")?;
     let now = app.clock.now();
     let caller = match (p.actor().key_id, p.actor().user_id) {
@@ -135,7 +135,7 @@ pub fn run(app: &Courrier, p: &Principal, ctx: &RequestCtx, name: &DomainName) -
     };
     // The operator (the CLI) is not limited: it has the machine already.
     if caller != "operator" {
-        let limiter = &app.limiter;
+        let limiter = &app.access.limiter;
         limiter.take_window(&format!("dns-check:domain:{name}"), PER_DOMAIN_PER_MINUTE, 60, now)?;
         limiter.take_window(&format!("dns-check:{caller}"), PER_CALLER_PER_MINUTE, 60, now)?;
     }
@@ -176,7 +176,7 @@ pub fn run(app: &Courrier, p: &Principal, ctx: &RequestCtx, name: &DomainName) -
 }
 
 fn store_verdict(
-    app: &Courrier,
+    app: &Service,
     p: &Principal,
     ctx: &RequestCtx,
     name: &DomainName,

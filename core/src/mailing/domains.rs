@@ -1,14 +1,15 @@
 //! Sending domains: created `pending_mta` by a site administrator, read and changed by whoever
 //! administers them.
 
+use super::Service;
 use super::model::{Domain, DomainId, DomainStatus, DomainVisibility, SubscriptionPolicy};
 use super::{MailingError, dkim};
-use crate::Courrier;
 use crate::access::model::KeyScope;
 use crate::access::principal::{RequestCtx, audit_done, audited_refusal};
 use crate::access::{Perm, Principal, Role, Target, Via};
 use crate::kernel::{DomainName, Page, Paged};
-use crate::storage::{NewDomain, StoreError, in_read, in_write};
+use crate::mailing::ports::NewDomain;
+use crate::storage::{StoreError, in_read, in_write};
 
 #[derive(Debug, Clone)]
 pub struct NewDomainRequest {
@@ -45,7 +46,7 @@ fn check_selector(s: &str) -> Result<(), MailingError> {
 /// Authorises `need` on the domain and loads it: 404 when it does not exist or lies outside the
 /// caller's reach (never telling which), 403 inside without the permission; refusals audited.
 pub fn authorized(
-    app: &Courrier,
+    app: &Service,
     p: &Principal,
     ctx: &RequestCtx,
     need: Perm,
@@ -61,7 +62,7 @@ pub fn authorized(
 
 /// Audits a 403/404 refusal (other errors pass through untouched).
 pub(super) fn refuse(
-    app: &Courrier,
+    app: &Service,
     p: &Principal,
     ctx: &RequestCtx,
     action: &str,
@@ -69,9 +70,9 @@ pub(super) fn refuse(
     e: MailingError,
 ) -> MailingError {
     match e {
-        MailingError::Access(a) => MailingError::Access(audited_refusal(app, p, ctx, action, target, a)),
+        MailingError::Access(a) => MailingError::Access(audited_refusal(&app.access, p, ctx, action, target, a)),
         MailingError::NotFound(what) => {
-            let a = audited_refusal(app, p, ctx, action, target, crate::access::AccessError::NotFound(what));
+            let a = audited_refusal(&app.access, p, ctx, action, target, crate::access::AccessError::NotFound(what));
             MailingError::Access(a)
         }
         other => other,
@@ -80,7 +81,7 @@ pub(super) fn refuse(
 
 /// [`refuse`] with the audit entry written in the caller's transaction.
 pub(super) fn refuse_in(
-    tx: &mut dyn crate::storage::Tx,
+    tx: &mut dyn crate::mailing::ports::Tx,
     at: crate::kernel::Timestamp,
     p: &Principal,
     ctx: &RequestCtx,
@@ -104,7 +105,7 @@ pub(super) fn refuse_in(
     }
 }
 
-pub fn create(app: &Courrier, p: &Principal, ctx: &RequestCtx, req: NewDomainRequest) -> Result<Domain, MailingError> {
+pub fn create(app: &Service, p: &Principal, ctx: &RequestCtx, req: NewDomainRequest) -> Result<Domain, MailingError> {
     let target = format!("domain:{}", req.name);
     // Creating a domain is the installation's business: a key scoped to a domain or a list does
     // not reach it (404); anyone else but a site administrator with manage is refused (403).
@@ -115,7 +116,7 @@ pub fn create(app: &Courrier, p: &Principal, ctx: &RequestCtx, req: NewDomainReq
             Err(crate::access::AccessError::Forbidden("only a site administrator creates domains".into()))
         }
     });
-    allowed.map_err(|e| MailingError::Access(audited_refusal(app, p, ctx, "domain.create", &target, e)))?;
+    allowed.map_err(|e| MailingError::Access(audited_refusal(&app.access, p, ctx, "domain.create", &target, e)))?;
     if let Some(s) = &req.dkim_selector {
         check_selector(s)?;
     }
@@ -148,8 +149,8 @@ pub(crate) fn dkim_binding(id: DomainId, selector: &str) -> String {
 }
 
 fn store_key(
-    app: &Courrier,
-    tx: &mut dyn crate::storage::Tx,
+    app: &Service,
+    tx: &mut dyn crate::mailing::ports::Tx,
     id: DomainId,
     selector: &str,
     pair: &dkim::KeyPair,
@@ -160,12 +161,12 @@ fn store_key(
     Ok(tx.set_domain_dkim_key(id, selector, &sealed, &public)?)
 }
 
-pub fn get(app: &Courrier, p: &Principal, ctx: &RequestCtx, name: &DomainName) -> Result<Domain, MailingError> {
+pub fn get(app: &Service, p: &Principal, ctx: &RequestCtx, name: &DomainName) -> Result<Domain, MailingError> {
     authorized(app, p, ctx, Perm::Read, name, "domain.read")
 }
 
 pub fn update(
-    app: &Courrier,
+    app: &Service,
     p: &Principal,
     ctx: &RequestCtx,
     name: &DomainName,
@@ -231,7 +232,7 @@ pub fn visibility(p: &Principal) -> DomainVisibility {
 }
 
 pub fn list(
-    app: &Courrier,
+    app: &Service,
     p: &Principal,
     status: Option<DomainStatus>,
     page: Page,

@@ -3,9 +3,9 @@
 //! the ones import reads, so an export re-imports.
 
 use super::MailingError;
+use super::Service;
 use super::lists;
 use super::model::{MailingList, Member, MemberFilter, MemberId};
-use crate::Courrier;
 use crate::access::principal::RequestCtx;
 use crate::access::{Perm, Principal};
 use crate::kernel::{DomainName, ListName};
@@ -27,7 +27,7 @@ pub struct Export {
 
 /// Authorises the export (read on the list) and positions it before the first member.
 pub fn open(
-    app: &Courrier,
+    app: &Service,
     p: &Principal,
     ctx: &RequestCtx,
     domain: &DomainName,
@@ -44,7 +44,7 @@ impl Export {
     }
 
     /// The next rows as CSV text; `None` once every member has been written.
-    pub fn next_chunk(&mut self, app: &Courrier) -> Result<Option<String>, MailingError> {
+    pub fn next_chunk(&mut self, app: &Service) -> Result<Option<String>, MailingError> {
         if self.done {
             return Ok(None);
         }

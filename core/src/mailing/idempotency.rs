@@ -9,10 +9,11 @@
 //! is kept per API key; a session-authenticated request carrying the header is refused.
 
 use super::MailingError;
-use crate::Courrier;
+use super::Service;
 use crate::access::{Principal, Via};
 use crate::kernel::{Timestamp, secrets};
-use crate::storage::{IdempotencyRecord, StoreError, Tx, in_write};
+use crate::mailing::ports::{IdempotencyRecord, Tx};
+use crate::storage::{StoreError, in_write};
 
 /// A stored answer is replayed this long; then the key is free again.
 pub const REPLAY_SECS: i64 = 24 * 3600;
@@ -81,7 +82,7 @@ pub struct Answer {
 /// audit entry only, `exec` undoing its own writes in a nested unit); a 5xx rolls everything back
 /// and frees the key. `exec` must not open transactions of its own.
 pub fn run<T, E: From<MailingError>>(
-    app: &Courrier,
+    app: &Service,
     req: &IdempotentRequest,
     exec: impl FnOnce(&mut dyn Tx) -> Result<T, E>,
     answer: impl FnOnce(&Result<T, E>) -> Answer,
@@ -152,6 +153,6 @@ fn check<T>(tx: &mut dyn Tx, req: &IdempotentRequest, now: Timestamp) -> Result<
 }
 
 /// Deletes expired records (run periodically by the server).
-pub fn purge(app: &Courrier, now: Timestamp) -> Result<u64, MailingError> {
+pub fn purge(app: &Service, now: Timestamp) -> Result<u64, MailingError> {
     Ok(in_write(&*app.store, |tx| tx.idempotency_purge(now))?)
 }

@@ -2,10 +2,10 @@
 //! its own, committed in batches so that a cut-off upload keeps the rows before the cut.
 
 use super::MailingError;
+use super::Service;
 use super::lists;
 use super::model::{Consent, DeliveryMode, MailingList, NewMember};
 use super::state::{MemberState, Trigger};
-use crate::Courrier;
 use crate::access::principal::{RequestCtx, audit_done};
 use crate::access::{Perm, Principal};
 use crate::kernel::{DomainName, EmailAddress, EventName, ListName, Timestamp};
@@ -74,7 +74,7 @@ impl ImportConsent {
 
 /// Checks that the caller may import into the list, before any byte of the document is read.
 pub fn authorize(
-    app: &Courrier,
+    app: &Service,
     p: &Principal,
     ctx: &RequestCtx,
     domain: &DomainName,
@@ -119,7 +119,7 @@ fn cell(record: &csv::ByteRecord, i: Option<usize>) -> Result<Option<String>, St
 /// consent evidence covers them) and emit `member.added`; an address already on the list, in
 /// whatever state, is skipped (an import never re-subscribes someone who left).
 pub fn import(
-    app: &Courrier,
+    app: &Service,
     p: &Principal,
     ctx: &RequestCtx,
     list: &MailingList,
@@ -251,7 +251,7 @@ fn push_json_string(out: &mut String, s: &str) {
 }
 
 fn commit_batch(
-    app: &Courrier,
+    app: &Service,
     list: &MailingList,
     consent_id: i64,
     batch: &mut Vec<(u64, Result<Row, String>, bool)>,

@@ -2,17 +2,18 @@
 //! breaker (suspend, resume), and the domain's list listing with its visibility rules.
 
 use super::MailingError;
+use super::Service;
 use super::model::{
     DigestFrequency, ListKind, ListPolicies, ListStatus, ListVisibility, MailingList, PostingPolicy, ReplyTo,
     SubscriptionPolicy,
 };
 use super::{check_text, domains};
-use crate::Courrier;
 use crate::access::model::KeyScope;
 use crate::access::principal::{RequestCtx, audit_done};
 use crate::access::{Perm, Principal, Role, Target, Via};
 use crate::kernel::{DomainName, EmailAddress, EventName, ListName, NewEvent};
-use crate::storage::{StoreError, Tx, in_read, in_write};
+use crate::mailing::ports::Tx;
+use crate::storage::{StoreError, in_read, in_write};
 use serde_json::json;
 
 pub const MAX_SUBJECT_TAG: usize = 64;
@@ -47,7 +48,7 @@ pub struct ListPatch {
 /// Authorises `need` on the list and loads it (404 unknown or out of reach; 403 without the
 /// permission; refusals audited).
 pub fn authorized(
-    app: &Courrier,
+    app: &Service,
     p: &Principal,
     ctx: &RequestCtx,
     need: Perm,
@@ -90,7 +91,7 @@ fn check_display_name(s: &str) -> Result<(), MailingError> {
 }
 
 pub fn create(
-    app: &Courrier,
+    app: &Service,
     p: &Principal,
     ctx: &RequestCtx,
     domain: &DomainName,
@@ -133,7 +134,7 @@ pub fn create(
 }
 
 pub fn get(
-    app: &Courrier,
+    app: &Service,
     p: &Principal,
     ctx: &RequestCtx,
     domain: &DomainName,
@@ -154,7 +155,7 @@ fn clearable(field: &str, v: Option<String>, max: usize, multiline: bool) -> Res
 }
 
 pub fn update(
-    app: &Courrier,
+    app: &Service,
     p: &Principal,
     ctx: &RequestCtx,
     domain: &DomainName,
@@ -225,7 +226,7 @@ pub fn update(
 /// Suspends (`true`) or resumes (`false`) distribution. Queued copies stay queued while suspended.
 /// Idempotent: suspending a suspended list changes nothing and emits no second event.
 pub fn set_suspended(
-    app: &Courrier,
+    app: &Service,
     p: &Principal,
     ctx: &RequestCtx,
     domain: &DomainName,
@@ -271,7 +272,7 @@ pub(super) fn emit(
 /// The lists of a domain the principal sees: a list-scoped key its list; a site or domain
 /// administrator every list; anyone else the lists it owns or moderates.
 pub fn list(
-    app: &Courrier,
+    app: &Service,
     p: &Principal,
     ctx: &RequestCtx,
     domain: &DomainName,

@@ -1,17 +1,18 @@
 //! Members of a list: adding under the list's subscription policy, reading by id or address,
 //! and the filtered listing.
 
+use super::Service;
 use super::model::{
     Consent, DeliveryMode, ListStatus, MailingList, Member, MemberFilter, MemberId, MemberStatus, NewMember,
     PendingReason, SubscriptionPolicy,
 };
 use super::state::{self, MemberState, Refusal, Trigger};
 use super::{MailingError, check_text, lists, subscriptions};
-use crate::Courrier;
 use crate::access::principal::{RequestCtx, audit_done};
 use crate::access::{Perm, Principal};
 use crate::kernel::{DomainName, EmailAddress, EventName, ListName, Page, Paged, Timestamp, parse_positive_id};
-use crate::storage::{StoreError, Tx, in_nested, in_read, in_write_keeping_refusals};
+use crate::mailing::ports::Tx;
+use crate::storage::{StoreError, in_nested, in_read, in_write_keeping_refusals};
 use serde_json::json;
 
 pub const MAX_CONSENT_SOURCE: usize = 200;
@@ -152,7 +153,7 @@ fn effective_policy(list: &MailingList) -> SubscriptionPolicy {
 }
 
 pub fn add(
-    app: &Courrier,
+    app: &Service,
     p: &Principal,
     ctx: &RequestCtx,
     domain: &DomainName,
@@ -177,7 +178,7 @@ impl Added {
     }
 
     /// Once the transaction is committed: mails the confirmation link of a pending subscription.
-    pub fn after_commit(self, app: &Courrier) -> AddOutcome {
+    pub fn after_commit(self, app: &Service) -> AddOutcome {
         if let Some((list, to, token, now)) = &self.confirmation {
             subscriptions::send_confirmation(app, list, to, token, *now);
         }
@@ -189,7 +190,7 @@ impl Added {
 /// the addition and, under an Idempotency-Key, the stored answer). On `Err`, the transaction holds
 /// only a refusal's audit entry: the addition's own writes are in a nested unit, undone.
 pub fn add_in(
-    app: &Courrier,
+    app: &Service,
     tx: &mut dyn Tx,
     p: &Principal,
     ctx: &RequestCtx,
@@ -310,7 +311,7 @@ fn outcome_of(state: MemberState, id: MemberId) -> AddOutcome {
 }
 
 pub fn get(
-    app: &Courrier,
+    app: &Service,
     p: &Principal,
     ctx: &RequestCtx,
     domain: &DomainName,
@@ -326,7 +327,7 @@ pub fn get(
 }
 
 pub fn list(
-    app: &Courrier,
+    app: &Service,
     p: &Principal,
     ctx: &RequestCtx,
     domain: &DomainName,

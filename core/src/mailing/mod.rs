@@ -18,14 +18,34 @@ pub mod import;
 pub mod lists;
 pub mod members;
 pub mod model;
+pub mod ports;
 pub mod sends;
 pub mod state;
+#[cfg(any(test, feature = "testing"))]
+pub mod store_suite;
 pub mod subscriptions;
 pub mod webhooks;
 
 use crate::access::AccessError;
-use crate::kernel::{Code, CoreError, NameError, PageError, SendError};
+use crate::kernel::{Clock, Code, CoreError, MailTransport, NameError, PageError, SendError, Settings};
 use crate::storage::StoreError;
+use std::sync::Arc;
+
+/// The mailing-list context, wired once by the composition root: only the ports its rules use.
+pub struct Service {
+    /// Authentication, quotas and the audit of refusals.
+    pub access: Arc<crate::access::Service>,
+    pub store: Arc<ports::Store>,
+    pub clock: Arc<dyn Clock>,
+    pub mail: Arc<dyn MailTransport>,
+    pub settings: Settings,
+    /// Outgoing calls to hosts users choose (webhooks), and the resolver of the DNS check.
+    pub egress: crate::egress::Egress,
+    /// Seals secrets kept for later use (webhook secrets, DKIM private keys).
+    pub data_key: crate::kernel::sealed::DataKey,
+    /// Makes the domains' DKIM key pairs.
+    pub dkim: Arc<dyn dkim::DkimKeyMaker>,
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum MailingError {

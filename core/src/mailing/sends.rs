@@ -2,15 +2,16 @@
 //! queued copy per active `regular` member in one transaction with its `send.submitted` event;
 //! reading a send's counts; cancelling the copies still waiting.
 
+use super::Service;
 use super::delivery;
 use super::lists;
 use super::model::{CopyCounts, DeliveryMode, SendId, SendKind, SendRecord};
 use super::{MailingError, check_text};
-use crate::Courrier;
 use crate::access::principal::{RequestCtx, audit_done};
 use crate::access::{Perm, Principal};
 use crate::kernel::{DomainName, EventName, ListName, secrets};
-use crate::storage::{NewSend, Tx, in_nested, in_read, in_write, in_write_keeping_refusals};
+use crate::mailing::ports::{NewSend, Tx};
+use crate::storage::{in_nested, in_read, in_write, in_write_keeping_refusals};
 use serde_json::json;
 
 pub const MAX_SUBJECT: usize = 998;
@@ -46,7 +47,7 @@ fn check(m: &NewMessage, max_kb: u32) -> Result<(), MailingError> {
 }
 
 pub fn submit(
-    app: &Courrier,
+    app: &Service,
     p: &Principal,
     ctx: &RequestCtx,
     domain: &DomainName,
@@ -59,7 +60,7 @@ pub fn submit(
 /// [`submit`] inside the caller's write transaction (under an Idempotency-Key, the one that also
 /// stores the answer). On `Err`, the transaction holds only a refusal's audit entry.
 pub fn submit_in(
-    app: &Courrier,
+    app: &Service,
     tx: &mut dyn Tx,
     p: &Principal,
     ctx: &RequestCtx,
@@ -96,7 +97,7 @@ pub fn submit_in(
 }
 
 pub fn get(
-    app: &Courrier,
+    app: &Service,
     p: &Principal,
     ctx: &RequestCtx,
     domain: &DomainName,
@@ -114,7 +115,7 @@ pub fn get(
 /// Cancels the copies still waiting (queued or deferred); 409 when none is. Answers the send as
 /// it stands after (the `send` permission suffices to see what one cancelled).
 pub fn cancel(
-    app: &Courrier,
+    app: &Service,
     p: &Principal,
     ctx: &RequestCtx,
     domain: &DomainName,

@@ -2,12 +2,13 @@
 //! the link does (the pending member becomes active).
 
 use super::MailingError;
+use super::Service;
 use super::lists;
 use super::model::{Consent, MailingList, MemberId};
 use super::state::{self, MemberState, Trigger};
-use crate::Courrier;
 use crate::kernel::{EmailAddress, EventName, Notice, Timestamp, secrets};
-use crate::storage::{StoreError, Tx, in_read, in_write};
+use crate::mailing::ports::Tx;
+use crate::storage::{StoreError, in_read, in_write};
 use serde_json::json;
 
 /// Confirmation links live this long (a subscriber may read the mail days later).
@@ -21,7 +22,7 @@ pub(super) fn store_token(tx: &mut dyn Tx, member: MemberId, token: &str, now: T
 
 /// Mails the confirmation link. A failure is logged, not returned: the request stays pending and
 /// asking again sends a new link.
-pub(super) fn send_confirmation(app: &Courrier, list: &MailingList, to: &EmailAddress, token: &str, now: Timestamp) {
+pub(super) fn send_confirmation(app: &Service, list: &MailingList, to: &EmailAddress, token: &str, now: Timestamp) {
     let link = format!("{}/p/confirm/{token}", app.settings.public_url);
     let body = format!(
         "Hello,\n\nSomeone, probably you, asked to subscribe {to} to the list \"{}\" ({}).\n\
@@ -50,7 +51,7 @@ pub struct Pending {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LinkUnusable;
 
-fn find(app: &Courrier, token: &str) -> Result<Option<(i64, super::model::Member, MailingList)>, MailingError> {
+fn find(app: &Service, token: &str) -> Result<Option<(i64, super::model::Member, MailingList)>, MailingError> {
     let hash = secrets::sha256_hex(token.as_bytes());
     let now = app.clock.now();
     in_read(&*app.store, |tx| {
@@ -70,7 +71,7 @@ fn find(app: &Courrier, token: &str) -> Result<Option<(i64, super::model::Member
 
 /// What the link would confirm, without using it (the page asks before acting, so a mail
 /// scanner that follows links cannot subscribe anyone).
-pub fn peek(app: &Courrier, token: &str) -> Result<Result<Pending, LinkUnusable>, MailingError> {
+pub fn peek(app: &Service, token: &str) -> Result<Result<Pending, LinkUnusable>, MailingError> {
     Ok(match find(app, token)? {
         Some((_, m, l)) => Ok(Pending { list_address: l.address(), list_display_name: l.display_name, email: m.email }),
         None => Err(LinkUnusable),
@@ -79,7 +80,7 @@ pub fn peek(app: &Courrier, token: &str) -> Result<Result<Pending, LinkUnusable>
 
 /// Uses the link: the pending member becomes active (`subscription.confirmed`, `member.added`).
 pub fn confirm(
-    app: &Courrier,
+    app: &Service,
     token: &str,
     source_ip: Option<String>,
 ) -> Result<Result<Pending, LinkUnusable>, MailingError> {

@@ -19,14 +19,15 @@
 //! the event, logged and shown on the webhook (`last_error`, `last_error_at`).
 
 use super::MailingError;
+use super::Service;
 use super::delivery::backoff;
 use super::model::{Delivery, DeliveryState, DomainId, ListId, Webhook, WebhookId};
-use crate::Courrier;
 use crate::access::principal::{RequestCtx, audit_done, audited_refusal};
 use crate::access::{AccessError, Perm, Principal, Target};
 use crate::egress::{EgressError, Header, PostReply, parse_url};
 use crate::kernel::{DomainName, Event, EventName, ListName, Page, Paged, Timestamp, secrets};
-use crate::storage::{CallResult, NewWebhook, Tx, in_read, in_write};
+use crate::mailing::ports::{CallResult, NewWebhook, Tx};
+use crate::storage::{in_read, in_write};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
 use serde_json::json;
@@ -123,12 +124,7 @@ fn binding(url: &str) -> String {
     format!("webhook:{url}")
 }
 
-pub fn create(
-    app: &Courrier,
-    p: &Principal,
-    ctx: &RequestCtx,
-    req: NewWebhookRequest,
-) -> Result<Created, MailingError> {
+pub fn create(app: &Service, p: &Principal, ctx: &RequestCtx, req: NewWebhookRequest) -> Result<Created, MailingError> {
     if req.events.is_empty() {
         return Err(MailingError::Invalid("events must name at least one event".into()));
     }
@@ -138,7 +134,7 @@ pub fn create(
         None => Err(AccessError::NotFound(if req.list_id.is_some() { "list" } else { "domain" })),
         Some((scope, _)) => p.authorize(Perm::Manage, &scope.target(), "webhook scope"),
     };
-    allowed.map_err(|e| MailingError::Access(audited_refusal(app, p, ctx, "webhook.create", &label, e)))?;
+    allowed.map_err(|e| MailingError::Access(audited_refusal(&app.access, p, ctx, "webhook.create", &label, e)))?;
     let Some((_, domain_id)) = found else { return Err(MailingError::NotFound("domain")) };
     // The guard: HTTPS, resolvable, and only to addresses outside the exclusion list.
     let url = app.egress.check(&req.url)?.normalized();
@@ -177,7 +173,7 @@ fn scope_of_webhook(tx: &mut dyn Tx, w: &Webhook) -> Result<Option<Scope>, Maili
 }
 
 /// The webhooks the caller manages (those whose scope it holds `manage` on), by id.
-pub fn list(app: &Courrier, p: &Principal, page: Page) -> Result<Paged<Webhook>, MailingError> {
+pub fn list(app: &Service, p: &Principal, page: Page) -> Result<Paged<Webhook>, MailingError> {
     if !p.credential_perms().contains(Perm::Manage) {
         return Err(AccessError::Forbidden("this needs the manage permission".into()).into());
     }
@@ -203,7 +199,7 @@ pub fn list(app: &Courrier, p: &Principal, page: Page) -> Result<Paged<Webhook>,
 /// Loads a webhook the caller manages: 404 when unknown or out of reach, 403 inside without
 /// `manage`; refusals audited.
 fn authorized(
-    app: &Courrier,
+    app: &Service,
     p: &Principal,
     ctx: &RequestCtx,
     id: WebhookId,
@@ -217,11 +213,12 @@ fn authorized(
         None => Err(AccessError::NotFound("webhook")),
         Some((_, scope)) => p.authorize(Perm::Manage, &scope.target(), "webhook"),
     };
-    checked.map_err(|e| MailingError::Access(audited_refusal(app, p, ctx, action, &format!("webhook:{id}"), e)))?;
+    checked
+        .map_err(|e| MailingError::Access(audited_refusal(&app.access, p, ctx, action, &format!("webhook:{id}"), e)))?;
     found.map(|(w, _)| w).ok_or(MailingError::NotFound("webhook"))
 }
 
-pub fn delete(app: &Courrier, p: &Principal, ctx: &RequestCtx, id: WebhookId) -> Result<(), MailingError> {
+pub fn delete(app: &Service, p: &Principal, ctx: &RequestCtx, id: WebhookId) -> Result<(), MailingError> {
     authorized(app, p, ctx, id, "webhook.delete")?;
     let now = app.clock.now();
     in_write(&*app.store, |tx| {
@@ -235,7 +232,7 @@ pub fn delete(app: &Courrier, p: &Principal, ctx: &RequestCtx, id: WebhookId) ->
 
 /// Signs and sends a ping now, and shows what the receiver answered (also recorded on the
 /// webhook, like any delivery).
-pub fn test(app: &Courrier, p: &Principal, ctx: &RequestCtx, id: WebhookId) -> Result<PingOutcome, MailingError> {
+pub fn test(app: &Service, p: &Principal, ctx: &RequestCtx, id: WebhookId) -> Result<PingOutcome, MailingError> {
     let w = authorized(app, p, ctx, id, "webhook.test")?;
     let now = app.clock.now();
     in_write(&*app.store, |tx| {
@@ -304,7 +301,7 @@ pub fn signed_headers(key: &[u8], event: &str, id: &str, timestamp: i64, body: &
 }
 
 /// One signed POST to a webhook (the URL re-checked by the guard now).
-fn post(app: &Courrier, w: &Webhook, event: &str, id: &str, body: &str) -> Result<PostReply, DeliveryFailure> {
+fn post(app: &Service, w: &Webhook, event: &str, id: &str, body: &str) -> Result<PostReply, DeliveryFailure> {
     let key =
         app.data_key.open(&w.secret_sealed, &binding(&w.url)).map_err(|e| DeliveryFailure::Secret(e.to_string()))?;
     let url = parse_url(&w.url)?;
@@ -385,7 +382,7 @@ fn fan_out(tx: &mut dyn Tx, now: Timestamp) -> Result<u64, MailingError> {
 }
 
 /// One round: fan out new events, requeue expired leases, lease a batch, POST each, record.
-pub fn run_once(app: &Courrier, cfg: &WebhookConfig) -> Result<Round, MailingError> {
+pub fn run_once(app: &Service, cfg: &WebhookConfig) -> Result<Round, MailingError> {
     let now = app.clock.now();
     let mut round = Round::default();
     // Idle rounds (most of them) only read: the write lock is taken when there is work. With no
@@ -476,7 +473,7 @@ struct Recorded {
 
 /// Records the outcomes in one transaction, each only if its delivery is still leased (else its
 /// lease expired and another worker holds it now).
-fn record(app: &Courrier, pending: &mut Vec<Recorded>, round: &mut Round) -> Result<(), MailingError> {
+fn record(app: &Service, pending: &mut Vec<Recorded>, round: &mut Round) -> Result<(), MailingError> {
     if pending.is_empty() {
         return Ok(());
     }
@@ -504,7 +501,7 @@ fn record(app: &Courrier, pending: &mut Vec<Recorded>, round: &mut Round) -> Res
 }
 
 /// Gives leased deliveries back to the queue, due now, untried.
-fn release(app: &Courrier, deliveries: &[&Delivery]) -> Result<(), MailingError> {
+fn release(app: &Service, deliveries: &[&Delivery]) -> Result<(), MailingError> {
     let now = app.clock.now();
     in_write(&*app.store, |tx| {
         for d in deliveries {

@@ -2,12 +2,12 @@
 //! (`rect`, `multicut`), zones confirmed by a user remembered for the document's supplier
 //! (`confirmvalues`), and the zones learned for a supplier, most confirmed first.
 
+use super::Service;
 use super::documents::{self, DocumentError};
 use super::engine::{EngineError, Language};
 use super::suppliers::{self, Facts, Source, Supplier, VatNumber};
 use super::usage::{self, MonthUsage, UsageError};
 use super::zones::{self, MAX_ZONES, PixelRect, Ratio, Zone, ZoneError};
-use crate::Courrier;
 use crate::access::principal::{RequestCtx, audit_done};
 use crate::access::{AccessError, Principal};
 use crate::kernel::{Code, CoreError, Timestamp};
@@ -117,7 +117,7 @@ fn value_of<'a>(values: &'a [(String, String)], keys: &[&str]) -> Option<&'a str
     })
 }
 
-pub fn cut(app: &Courrier, p: &Principal, ctx: &RequestCtx, req: CutRequest) -> Result<CutResult, CutError> {
+pub fn cut(app: &Service, p: &Principal, ctx: &RequestCtx, req: CutRequest) -> Result<CutResult, CutError> {
     let count = match &req.cut {
         Cut::Read(Reading::One(_)) => 1,
         Cut::Read(Reading::Many(z)) => z.len(),
@@ -140,7 +140,7 @@ pub fn cut(app: &Courrier, p: &Principal, ctx: &RequestCtx, req: CutRequest) -> 
     let read = |zone: &Zone| -> Result<String, CutError> {
         let rect = zone.on_page(req.ratio, page.width(), page.height())?;
         let Some(image) = zones::cut_out(&page, rect) else { return Ok(String::new()) };
-        let text = app.ocr.engine.recognize_zone(&image, req.lang, zones::segmentation(&image))?;
+        let text = app.engine.recognize_zone(&image, req.lang, zones::segmentation(&image))?;
         Ok(text.trim().to_owned())
     };
     let result = match &reading {
@@ -158,7 +158,7 @@ pub fn cut(app: &Courrier, p: &Principal, ctx: &RequestCtx, req: CutRequest) -> 
 
 /// Remembers the confirmed zones for the supplier the values name, and files the supplier.
 fn confirm(
-    app: &Courrier,
+    app: &Service,
     p: &Principal,
     ctx: &RequestCtx,
     page: u32,
@@ -201,7 +201,7 @@ fn confirm(
 /// The supplier named by VAT number or name, with its learned zones, most confirmed first.
 /// `None` for a supplier the service does not know.
 pub fn learned_zones(
-    app: &Courrier,
+    app: &Service,
     name: Option<&str>,
     vat: Option<&str>,
 ) -> Result<Option<(Supplier, Vec<LearnedZone>)>, StoreError> {

@@ -2,6 +2,7 @@
 //! layer as it is; scanned pages and images through the OCR engine), stored content-addressed with
 //! its record, and found again only by its owner.
 
+use super::Service;
 use super::blobs::{BlobError, BlobId};
 use super::engine::{EngineError, GrayImage, Language, OcrWord, RecognizedPage};
 use super::images::ImageError;
@@ -12,7 +13,6 @@ use super::suppliers::{self, Facts, Source, VatNumber};
 use super::templates::{Template, TemplateError};
 use super::usage::{self, MonthUsage, UsageError};
 use super::wrap;
-use crate::Courrier;
 use crate::access::model::UserId;
 use crate::access::principal::{RequestCtx, audit_done};
 use crate::access::{AccessError, Principal};
@@ -250,9 +250,9 @@ impl CoreError for DocumentError {
 
 /// Takes a document in. Nothing is stored unless the whole action succeeded, so a hostile file
 /// leaves no trace but a log line; `ocrFailed` documents are stored without being opened.
-pub fn submit(app: &Courrier, p: &Principal, ctx: &RequestCtx, upload: Upload) -> Result<Submitted, DocumentError> {
+pub fn submit(app: &Service, p: &Principal, ctx: &RequestCtx, upload: Upload) -> Result<Submitted, DocumentError> {
     let owner = p.user.as_ref().ok_or(DocumentError::NoOwner)?.id;
-    let limit = app.ocr.limits.max_document_bytes;
+    let limit = app.limits.max_document_bytes;
     if upload.bytes.len() > limit {
         return Err(DocumentError::TooLarge { size: upload.bytes.len(), limit });
     }
@@ -279,7 +279,7 @@ pub fn submit(app: &Courrier, p: &Principal, ctx: &RequestCtx, upload: Upload) -
         }
         Action::OcrFailed => (0, String::new(), None, None, InvoiceMeta::default()),
     };
-    let blob = app.ocr.blobs.put(&upload.bytes)?;
+    let blob = app.blobs.put(&upload.bytes)?;
     let now = app.clock.now();
     let (overlay, template_note) = match (&template, upload.action) {
         (Some(t), Action::Recognize) => apply_template(t, &text),
@@ -379,7 +379,7 @@ fn apply_template(t: &Template, text: &str) -> (serde_json::Map<String, serde_js
 /// OCR of one page or photo, turned level first when it is askew: the text alone (`raw`), or
 /// the text and the words' boxes from the same recognition (`invoice`).
 fn recognize(
-    app: &Courrier,
+    app: &Service,
     image: &GrayImage,
     lang: Language,
     profile: Profile,
@@ -387,8 +387,8 @@ fn recognize(
     let level = super::deskew::deskew(image);
     let image = level.as_ref().unwrap_or(image);
     Ok(match profile {
-        Profile::Raw => RecognizedPage { text: app.ocr.engine.recognize(image, lang)?, words: Vec::new() },
-        Profile::Invoice => app.ocr.engine.recognize_words(image, lang)?,
+        Profile::Raw => RecognizedPage { text: app.engine.recognize(image, lang)?, words: Vec::new() },
+        Profile::Invoice => app.engine.recognize_words(image, lang)?,
     })
 }
 
@@ -415,7 +415,7 @@ fn stack(pages: Vec<Vec<OcrWord>>) -> Vec<OcrWord> {
 /// invoice (embedded CII XML, CII or UBL upload) is read exactly and first; otherwise the fields
 /// come from the pages' words.
 fn read(
-    app: &Courrier,
+    app: &Service,
     kind: DocumentKind,
     bytes: &[u8],
     lang: Language,
@@ -442,16 +442,16 @@ fn read(
             Ok(Read { pages: 1, text, meta })
         }
         DocumentKind::Jpeg | DocumentKind::Png | DocumentKind::Tiff => {
-            let image = app.ocr.images.decode_gray(bytes)?;
+            let image = app.images.decode_gray(bytes)?;
             let page = recognize(app, &image, lang, profile)?;
             let meta = if invoice { super::invoice::from_words(page.words, lang) } else { InvoiceMeta::default() };
             Ok(Read { pages: 1, text: page.text, meta })
         }
         DocumentKind::Pdf => {
-            let structured = if invoice { app.ocr.pdf.invoice_xml(bytes)?.and_then(|x| xml_meta(&x)) } else { None };
+            let structured = if invoice { app.pdf.invoice_xml(bytes)?.and_then(|x| xml_meta(&x)) } else { None };
             // With the XML's exact fields, the pages are only read for their text.
             let profile = if structured.is_some() { Profile::Raw } else { profile };
-            let content = app.ocr.pdf.content(bytes, app.ocr.limits.max_pages)?;
+            let content = app.pdf.content(bytes, app.limits.max_pages)?;
             let mut texts = Vec::with_capacity(content.len());
             let mut words = Vec::with_capacity(content.len());
             for page in content {
@@ -464,7 +464,7 @@ fn read(
                         };
                         RecognizedPage { text: t, words: w }
                     }
-                    PdfPage::Jpeg(jpeg) => recognize(app, &app.ocr.images.decode_gray(&jpeg)?, lang, profile)?,
+                    PdfPage::Jpeg(jpeg) => recognize(app, &app.images.decode_gray(&jpeg)?, lang, profile)?,
                     PdfPage::Rendered(image) => recognize(app, &image, lang, profile)?,
                 };
                 texts.push(read.text);
@@ -483,9 +483,9 @@ fn read(
 
 /// Page `page` (1-based) of a document as a JPEG: an embedded scan as it is, else encoded from the
 /// page's pixels.
-fn page_jpeg(app: &Courrier, kind: DocumentKind, bytes: &[u8], page: u32) -> Result<PageJpeg, DocumentError> {
+fn page_jpeg(app: &Service, kind: DocumentKind, bytes: &[u8], page: u32) -> Result<PageJpeg, DocumentError> {
     let encode = |image: &GrayImage, pages: u32| -> Result<PageJpeg, DocumentError> {
-        let jpeg = app.ocr.images.encode_jpeg(image)?;
+        let jpeg = app.images.encode_jpeg(image)?;
         Ok(PageJpeg { jpeg, width: image.width(), height: image.height(), page, pages })
     };
     match kind {
@@ -494,15 +494,15 @@ fn page_jpeg(app: &Courrier, kind: DocumentKind, bytes: &[u8], page: u32) -> Res
             if page != 1 {
                 return Err(PdfError::NoSuchPage(page).into());
             }
-            encode(&app.ocr.images.decode_gray(bytes)?, 1)
+            encode(&app.images.decode_gray(bytes)?, 1)
         }
         DocumentKind::Pdf => {
-            let (pages, image) = app.ocr.pdf.page_image(bytes, page)?;
+            let (pages, image) = app.pdf.page_image(bytes, page)?;
             match image {
                 PdfPage::Jpeg(jpeg) => match wrap::jpeg_dimensions(&jpeg) {
                     Some((width, height)) => Ok(PageJpeg { jpeg, width, height, page, pages }),
                     // An embedded "JPEG" whose frame cannot be read: decode it like any scan.
-                    None => encode(&app.ocr.images.decode_gray(&jpeg)?, pages),
+                    None => encode(&app.images.decode_gray(&jpeg)?, pages),
                 },
                 PdfPage::Rendered(image) => encode(&image, pages),
                 PdfPage::Text(_) => Err(PdfError::Unreadable("the reader returned text for an image".into()).into()),
@@ -513,18 +513,18 @@ fn page_jpeg(app: &Courrier, kind: DocumentKind, bytes: &[u8], page: u32) -> Res
 
 /// Page `page` (1-based) of a document as gray pixels, the same pixels `storeOnly` and
 /// `jpegDownload` show (so zones drawn on those land where they were drawn).
-pub fn page_image(app: &Courrier, document: &Document, page: u32) -> Result<GrayImage, DocumentError> {
-    let bytes = app.ocr.blobs.get(&document.blob)?;
+pub fn page_image(app: &Service, document: &Document, page: u32) -> Result<GrayImage, DocumentError> {
+    let bytes = app.blobs.get(&document.blob)?;
     match document.kind {
         DocumentKind::Text | DocumentKind::Xml => Err(DocumentError::NoImage),
         DocumentKind::Jpeg | DocumentKind::Png | DocumentKind::Tiff => {
             if page != 1 {
                 return Err(PdfError::NoSuchPage(page).into());
             }
-            Ok(app.ocr.images.decode_gray(&bytes)?)
+            Ok(app.images.decode_gray(&bytes)?)
         }
-        DocumentKind::Pdf => match app.ocr.pdf.page_image(&bytes, page)?.1 {
-            PdfPage::Jpeg(jpeg) => Ok(app.ocr.images.decode_gray(&jpeg)?),
+        DocumentKind::Pdf => match app.pdf.page_image(&bytes, page)?.1 {
+            PdfPage::Jpeg(jpeg) => Ok(app.images.decode_gray(&jpeg)?),
             PdfPage::Rendered(image) => Ok(image),
             PdfPage::Text(_) => Err(PdfError::Unreadable("the reader returned text for an image".into()).into()),
         },
@@ -532,7 +532,7 @@ pub fn page_image(app: &Courrier, document: &Document, page: u32) -> Result<Gray
 }
 
 /// A document of the caller's. Another user's document is unknown, exactly like a missing one.
-pub fn find(app: &Courrier, p: &Principal, ocr_id: &str) -> Result<Document, DocumentError> {
+pub fn find(app: &Service, p: &Principal, ocr_id: &str) -> Result<Document, DocumentError> {
     let owner = p.user.as_ref().ok_or(DocumentError::NoOwner)?.id;
     let id = OcrId::parse(ocr_id).ok_or(DocumentError::NotFound)?;
     match in_read(&*app.store, |tx| tx.ocr_document(&id))? {
@@ -542,14 +542,14 @@ pub fn find(app: &Courrier, p: &Principal, ocr_id: &str) -> Result<Document, Doc
 }
 
 /// Page `page` of one of the caller's documents as a JPEG (`jpegDownload`).
-pub fn download_jpeg(app: &Courrier, p: &Principal, ocr_id: &str, page: u32) -> Result<PageJpeg, DocumentError> {
+pub fn download_jpeg(app: &Service, p: &Principal, ocr_id: &str, page: u32) -> Result<PageJpeg, DocumentError> {
     let document = find(app, p, ocr_id)?;
-    let bytes = app.ocr.blobs.get(&document.blob)?;
+    let bytes = app.blobs.get(&document.blob)?;
     page_jpeg(app, document.kind, &bytes, page)
 }
 
 /// Documents kept with `ocrFailed`, newest first (the operator's `courrier ocr failed`).
-pub fn failed(app: &Courrier, page: Page) -> Result<Paged<Document>, DocumentError> {
+pub fn failed(app: &Service, page: Page) -> Result<Paged<Document>, DocumentError> {
     Ok(in_read(&*app.store, |tx| tx.ocr_documents_in_state(DocumentState::Failed, page))?)
 }
 

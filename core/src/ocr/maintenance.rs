@@ -1,7 +1,7 @@
 //! Maintenance mode: while on, the OCR routes answer 503 (the contract's upgrade page for GETs).
 //! Kept in the database, so the server sees at once what `courrier maintenance on` set.
 
-use crate::Courrier;
+use super::Service;
 use crate::access::Principal;
 use crate::access::principal::{RequestCtx, audit_done};
 use crate::kernel::Timestamp;
@@ -13,13 +13,13 @@ pub enum Maintenance {
     On { since: Timestamp },
 }
 
-pub fn status(app: &Courrier) -> Result<Maintenance, StoreError> {
+pub fn status(app: &Service) -> Result<Maintenance, StoreError> {
     in_read(&*app.store, |tx| tx.ocr_maintenance())
 }
 
 /// Turns maintenance on or off (the operator at the command line). Idempotent.
 pub fn set(
-    app: &Courrier,
+    app: &Service,
     p: &Principal,
     ctx: &RequestCtx,
     on: bool,

@@ -14,8 +14,11 @@ pub mod intake;
 pub mod invoice;
 pub mod maintenance;
 pub mod pdf;
+pub mod ports;
 pub mod software;
 pub mod status;
+#[cfg(any(test, feature = "testing"))]
+pub mod store_suite;
 pub mod suppliers;
 pub mod templates;
 pub mod usage;
@@ -24,13 +27,39 @@ pub mod zones;
 
 use std::sync::Arc;
 
-/// The adapters the OCR rules use, wired once by the binary.
-pub struct OcrServices {
+/// The OCR context, wired once by the composition root: only the ports its rules use.
+pub struct Service {
+    /// The OCR service's login makes API keys; its routes authenticate with them.
+    pub access: Arc<crate::access::Service>,
+    pub store: Arc<ports::Store>,
+    pub clock: Arc<dyn crate::kernel::Clock>,
     pub engine: Arc<dyn engine::OcrEngine>,
     pub pdf: Arc<dyn pdf::PdfReader>,
     pub images: Arc<dyn images::ImageCodec>,
     pub blobs: Arc<dyn blobs::BlobStore>,
     pub limits: OcrLimits,
+}
+
+/// The OCR service's own adapters (engine, PDF reader, images, blobs) and limits, made by
+/// `crate::adapters::ocr_adapters`, before the context's service is wired around them.
+pub struct Adapters {
+    pub engine: Arc<dyn engine::OcrEngine>,
+    pub pdf: Arc<dyn pdf::PdfReader>,
+    pub images: Arc<dyn images::ImageCodec>,
+    pub blobs: Arc<dyn blobs::BlobStore>,
+    pub limits: OcrLimits,
+}
+
+impl Service {
+    pub fn new(
+        access: Arc<crate::access::Service>,
+        store: Arc<ports::Store>,
+        clock: Arc<dyn crate::kernel::Clock>,
+        adapters: Adapters,
+    ) -> Self {
+        let Adapters { engine, pdf, images, blobs, limits } = adapters;
+        Self { access, store, clock, engine, pdf, images, blobs, limits }
+    }
 }
 
 /// Documented limits of the OCR service.

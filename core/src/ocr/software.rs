@@ -2,7 +2,7 @@
 //! minimum versions, where to download it), so a client can tell its user to upgrade. Everyone
 //! reads them; only a site admin with a `manage` key writes them.
 
-use crate::Courrier;
+use super::Service;
 use crate::access::principal::{RequestCtx, audit_done};
 use crate::access::{AccessError, Perm, Principal};
 use crate::kernel::{Code, CoreError, Timestamp};
@@ -129,17 +129,17 @@ fn may_write(p: &Principal) -> Result<(), SoftwareError> {
     }
 }
 
-pub fn list(app: &Courrier) -> Result<Vec<Software>, SoftwareError> {
+pub fn list(app: &Service) -> Result<Vec<Software>, SoftwareError> {
     Ok(in_read(&*app.store, |tx| tx.software_list())?)
 }
 
-pub fn get(app: &Courrier, id: &str) -> Result<Software, SoftwareError> {
+pub fn get(app: &Service, id: &str) -> Result<Software, SoftwareError> {
     let id = SoftwareId::parse(id).map_err(|_| SoftwareError::NotFound(id.chars().take(70).collect()))?;
     in_read(&*app.store, |tx| tx.software(&id))?.ok_or(SoftwareError::NotFound(id.0))
 }
 
 pub fn create(
-    app: &Courrier,
+    app: &Service,
     p: &Principal,
     ctx: &RequestCtx,
     id: SoftwareId,
@@ -160,7 +160,7 @@ pub fn create(
 
 /// PUT: replaces the fields of an existing record.
 pub fn replace(
-    app: &Courrier,
+    app: &Service,
     p: &Principal,
     ctx: &RequestCtx,
     id: &str,
@@ -179,7 +179,7 @@ pub fn replace(
     })
 }
 
-pub fn delete(app: &Courrier, p: &Principal, ctx: &RequestCtx, id: &str) -> Result<(), SoftwareError> {
+pub fn delete(app: &Service, p: &Principal, ctx: &RequestCtx, id: &str) -> Result<(), SoftwareError> {
     may_write(p)?;
     let id = SoftwareId::parse(id).map_err(|_| SoftwareError::NotFound(id.chars().take(70).collect()))?;
     let now = app.clock.now();

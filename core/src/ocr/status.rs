@@ -1,6 +1,6 @@
 //! `ruok`: whether each component the OCR service depends on answers.
 
-use crate::Courrier;
+use super::Service;
 
 /// The components of `GET /api/ruok/{id}`, by the contract's ids.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,10 +40,10 @@ impl Component {
 }
 
 /// `Err` carries the reason, for the operator; the caller only learns that it failed.
-pub fn check(app: &Courrier, component: Component) -> Result<(), String> {
+pub fn check(app: &Service, component: Component) -> Result<(), String> {
     match component {
         Component::Database => app.store.read().map(drop).map_err(|e| e.to_string()),
-        Component::OcrEngine => app.ocr.engine.ready().map_err(|e| e.to_string()),
-        Component::DocumentStore => app.ocr.blobs.ready().map_err(|e| e.to_string()),
+        Component::OcrEngine => app.engine.ready().map_err(|e| e.to_string()),
+        Component::DocumentStore => app.blobs.ready().map_err(|e| e.to_string()),
     }
 }

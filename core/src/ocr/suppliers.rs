@@ -2,10 +2,11 @@
 //! supplier (name, VAT number, SIRET, address), found again by id, VAT number or name. Shared by
 //! every user, as the zones learned for a supplier are (decisions.md).
 
-use crate::Courrier;
+use super::Service;
 use crate::id_type;
 use crate::kernel::{Code, CoreError, Timestamp};
-use crate::storage::{StoreError, Tx, in_read};
+use crate::ocr::ports::Tx;
+use crate::storage::{StoreError, in_read};
 
 id_type!(
     /// A supplier of the directory.
@@ -235,7 +236,7 @@ impl CoreError for DirectoryError {
 }
 
 /// `GET /api/companyinfo/{id}`: the directory's numeric id, or a VAT number.
-pub fn company_info(app: &Courrier, id: &str) -> Result<Supplier, DirectoryError> {
+pub fn company_info(app: &Service, id: &str) -> Result<Supplier, DirectoryError> {
     let id = id.trim();
     let found = in_read(&*app.store, |tx| match crate::kernel::parse_positive_id(id) {
         Ok(n) => tx.supplier_by_id(SupplierId::from_stored(n)),

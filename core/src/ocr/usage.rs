@@ -2,12 +2,13 @@
 //! monthly page quota of each user's plan (`default` from `COURRIER_OCR_PAGES_PER_MONTH`, or one
 //! set by `courrier ocr plan`). Over quota, uploads and cuts answer 429 until the month turns.
 
-use crate::Courrier;
+use super::Service;
 use crate::access::model::{User, UserId};
 use crate::access::principal::{RequestCtx, audit_done};
 use crate::access::{AccessError, Principal};
 use crate::kernel::{Code, CoreError, EmailAddress, Timestamp};
-use crate::storage::{StoreError, Tx, in_read, in_write};
+use crate::ocr::ports::Tx;
+use crate::storage::{StoreError, in_read, in_write};
 
 /// What one user did in one month.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -100,11 +101,11 @@ pub fn plan_in(tx: &mut dyn Tx, user: UserId, default_pages: u32) -> Result<Plan
 
 /// Refuses work once this month's pages reached the plan's quota. Checked before the work, so
 /// the page that crosses the limit is done and counted: a document is never cut in half.
-pub fn check_quota(app: &Courrier, user: UserId) -> Result<(), UsageError> {
+pub fn check_quota(app: &Service, user: UserId) -> Result<(), UsageError> {
     let now = app.clock.now();
     let period = Period::of(now);
     let (plan, used) = in_read(&*app.store, |tx| {
-        let plan = plan_in(tx, user, app.ocr.limits.pages_per_month)?;
+        let plan = plan_in(tx, user, app.limits.pages_per_month)?;
         let used = tx.ocr_usage_of(user)?.into_iter().find(|u| u.month == period.month).map_or(0, |u| u.pages);
         Ok::<_, StoreError>((plan, used))
     })?;
@@ -139,11 +140,11 @@ pub struct Subscription {
     pub used: MonthUsage,
 }
 
-pub fn subscription(app: &Courrier, p: &Principal) -> Result<Subscription, UsageError> {
+pub fn subscription(app: &Service, p: &Principal) -> Result<Subscription, UsageError> {
     let user = p.user.as_ref().ok_or_else(|| UsageError::UnknownUser("the operator".into()))?;
     let period = Period::of(app.clock.now());
     in_read(&*app.store, |tx| {
-        let plan = plan_in(tx, user.id, app.ocr.limits.pages_per_month)?;
+        let plan = plan_in(tx, user.id, app.limits.pages_per_month)?;
         let used = tx
             .ocr_usage_of(user.id)?
             .into_iter()
@@ -161,7 +162,7 @@ pub struct Stats {
     pub months: Vec<MonthUsage>,
 }
 
-pub fn stats(app: &Courrier, p: &Principal, email: &str) -> Result<Stats, UsageError> {
+pub fn stats(app: &Service, p: &Principal, email: &str) -> Result<Stats, UsageError> {
     let unknown = || UsageError::UnknownUser(email.chars().take(80).collect());
     let address = EmailAddress::parse(email).map_err(|_| unknown())?;
     let caller = p.user.as_ref().map(|u| u.id);
@@ -170,7 +171,7 @@ pub fn stats(app: &Courrier, p: &Principal, email: &str) -> Result<Stats, UsageE
         if Some(user.id) != caller && !p.is_site_admin() {
             return Err(unknown());
         }
-        let plan = plan_in(tx, user.id, app.ocr.limits.pages_per_month)?;
+        let plan = plan_in(tx, user.id, app.limits.pages_per_month)?;
         let months = tx.ocr_usage_of(user.id)?;
         Ok(Stats { user, plan, months })
     })
@@ -179,7 +180,7 @@ pub fn stats(app: &Courrier, p: &Principal, email: &str) -> Result<Stats, UsageE
 /// `courrier ocr plan --email E --pages-per-month N`: one user's own quota (`None` puts the user
 /// back on the default plan).
 pub fn set_plan(
-    app: &Courrier,
+    app: &Service,
     p: &Principal,
     ctx: &RequestCtx,
     email: &str,
@@ -191,7 +192,7 @@ pub fn set_plan(
         let user = tx.user_by_email(&address)?.ok_or_else(|| UsageError::UnknownUser(email.to_owned()))?.user;
         tx.set_ocr_plan(user.id, pages)?;
         audit_done(tx, p, ctx, now, "ocr.plan.set", &format!("user:{}", user.id.get()))?;
-        Ok(plan_in(tx, user.id, app.ocr.limits.pages_per_month)?)
+        Ok(plan_in(tx, user.id, app.limits.pages_per_month)?)
     })
 }
 

@@ -59,7 +59,7 @@ pub async fn login(State(state): State<AppState>, Ctx(ctx): Ctx, req: Request) -
     let email = input.require("email")?.to_owned();
     let password = input.get("password").unwrap_or("").to_owned();
     let client = input.text("client").map(str::to_owned).unwrap_or(client);
-    let app = state.app.clone();
+    let app = state.ocr.clone();
     let key =
         run_blocking(move || accounts::login(&app, &ctx, &email, &password, &client).map_err(ApiError::from)).await?;
     Ok(ok(&json!({ "access_token": key.secret, "token_type": "Bearer" })))
@@ -67,7 +67,7 @@ pub async fn login(State(state): State<AppState>, Ctx(ctx): Ctx, req: Request) -
 
 pub async fn logout(State(state): State<AppState>, Auth(p): Auth, Ctx(ctx): Ctx) -> Result<Response, OcrError> {
     gate(&state, &Method::POST).await?;
-    let app = state.app.clone();
+    let app = state.ocr.clone();
     run_blocking(move || accounts::logout(&app, &p, &ctx).map_err(ApiError::from)).await?;
     Ok(ok(&json!({ "success": "logged out", "message": "the key is revoked" })))
 }
@@ -89,14 +89,14 @@ pub async fn register(State(state): State<AppState>, Ctx(ctx): Ctx, req: Request
         name: input.text("name").map(str::to_owned),
         ..Profile::default()
     };
-    let app = state.app.clone();
+    let app = state.ocr.clone();
     let key = run_blocking(move || {
         {
             let address = email.to_string();
             // Self-registration is the installation's decision (COURRIER_OCR_REGISTRATION): the account
             // is created with the operator's authority, then logged in like any other.
             let new = users::NewUser { email, profile, password: Some(password.clone()) };
-            users::create(&app, &Principal::operator(), &ctx, new)?;
+            users::create(&app.access, &Principal::operator(), &ctx, new)?;
             accounts::login(&app, &ctx, &address, &password, &client)
         }
         .map_err(|e: AccessError| ApiError::from(e))
@@ -114,7 +114,7 @@ fn ruok_html(results: &[(Component, bool)]) -> String {
 }
 
 async fn check(state: &AppState, components: Vec<Component>) -> Result<Vec<(Component, bool)>, OcrError> {
-    let app = state.app.clone();
+    let app = state.ocr.clone();
     Ok(run_blocking(move || {
         Ok(components
             .into_iter()

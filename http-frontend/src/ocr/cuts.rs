@@ -153,7 +153,7 @@ pub async fn post_cuts(
     let input = input::read(req, &state, JSON_LIMITS).await?;
     let request = cut_request(&input)?;
     let ocr_id = request.ocr_id.clone();
-    let app = state.app.clone();
+    let app = state.ocr.clone();
     let result = run_blocking(move || cuts::cut(&app, &p, &ctx, request).map_err(ApiError::from)).await?;
     let success = match result {
         CutResult::Confirmed { .. } => "zones confirmed for the supplier",
@@ -182,7 +182,7 @@ pub async fn post_zones(State(state): State<AppState>, Auth(_p): Auth, req: Requ
     {
         return Err(invalid(format!("objectType {kind:?} is not invoices")).into());
     }
-    let app = state.app.clone();
+    let app = state.ocr.clone();
     let found =
         run_blocking(move || cuts::learned_zones(&app, name.as_deref(), vat.as_deref()).map_err(ApiError::from))
             .await?;

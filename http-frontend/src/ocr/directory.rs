@@ -20,7 +20,7 @@ pub async fn company_info(
     if let Some(page) = gate(&state, &Method::GET).await? {
         return Ok(page);
     }
-    let app = state.app.clone();
+    let app = state.ocr.clone();
     let s = run_blocking(move || suppliers::company_info(&app, &id).map_err(ApiError::from)).await?;
     Ok(ok(&json!({
         "id": s.id.get(),

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 const FORM_OVERHEAD: usize = 1024 * 1024;
 
 pub fn upload_limits(state: &AppState) -> Limits {
-    let file = state.app.ocr.limits.max_document_bytes;
+    let file = state.ocr.limits.max_document_bytes;
     Limits { body: file + FORM_OVERHEAD, file }
 }
 
@@ -67,7 +67,7 @@ pub async fn post_ocrs(
         .file
         .clone()
         .ok_or_else(|| ApiError::new(Code::ValidationFailed, "the file part pdf is required (multipart/form-data)"))?;
-    let app = state.app.clone();
+    let app = state.ocr.clone();
     let yaml_filter = input.get("yamlFilter").map(str::to_owned);
     let upload = Upload { bytes: file.to_vec(), lang, profile, action, yaml_filter };
     let submitted = run_blocking(move || documents::submit(&app, &p, &ctx, upload).map_err(ApiError::from)).await?;
@@ -144,7 +144,7 @@ pub async fn get_ocrs(State(state): State<AppState>, Auth(p): Auth, req: Request
             return Err(ApiError::new(Code::ValidationFailed, format!("action {other:?} is not jpegDownload")).into());
         }
     };
-    let app = state.app.clone();
+    let app = state.ocr.clone();
     if download {
         let jpeg =
             run_blocking(move || documents::download_jpeg(&app, &p, &ocr_id, page).map_err(ApiError::from)).await?;

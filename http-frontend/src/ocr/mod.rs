@@ -35,7 +35,7 @@ pub(crate) const JSON_LIMITS: input::Limits = input::Limits { body: JSON_BODY_LI
 /// While maintenance is on: GETs get the contract's page, POSTs a processing object with
 /// `errors`. `Ok(None)` when the service is open.
 pub(crate) async fn gate(state: &AppState, method: &Method) -> Result<Option<Response>, OcrError> {
-    let app = state.app.clone();
+    let app = state.ocr.clone();
     let mode = run_blocking(move || maintenance::status(&app).map_err(ApiError::from)).await?;
     match (mode, *method == Method::GET) {
         (Maintenance::Off, _) => Ok(None),

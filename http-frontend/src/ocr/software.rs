@@ -37,7 +37,7 @@ pub async fn list(State(state): State<AppState>, Auth(_p): Auth) -> Result<Respo
     if let Some(page) = gate(&state, &Method::GET).await? {
         return Ok(page);
     }
-    let app = state.app.clone();
+    let app = state.ocr.clone();
     let all = run_blocking(move || software::list(&app).map_err(ApiError::from)).await?;
     Ok(ok(&json!({ "data": all.iter().map(record).collect::<Vec<_>>() })))
 }
@@ -46,7 +46,7 @@ pub async fn get(State(state): State<AppState>, Auth(_p): Auth, Path(id): Path<S
     if let Some(page) = gate(&state, &Method::GET).await? {
         return Ok(page);
     }
-    let app = state.app.clone();
+    let app = state.ocr.clone();
     let one = run_blocking(move || software::get(&app, &id).map_err(ApiError::from)).await?;
     Ok(ok(&record(&one)))
 }
@@ -61,7 +61,7 @@ pub async fn create(
     let input = input::read(req, &state, JSON_LIMITS).await?;
     let id = SoftwareId::parse(input.require("id")?).map_err(ApiError::from)?;
     let fields = fields(&input)?;
-    let app = state.app.clone();
+    let app = state.ocr.clone();
     let made = run_blocking(move || software::create(&app, &p, &ctx, id, fields).map_err(ApiError::from)).await?;
     Ok(ok(&record(&made)))
 }
@@ -76,7 +76,7 @@ pub async fn replace(
     gate(&state, &Method::PUT).await?;
     let input = input::read(req, &state, JSON_LIMITS).await?;
     let fields = fields(&input)?;
-    let app = state.app.clone();
+    let app = state.ocr.clone();
     let done = run_blocking(move || software::replace(&app, &p, &ctx, &id, fields).map_err(ApiError::from)).await?;
     Ok(ok(&record(&done)))
 }
@@ -88,7 +88,7 @@ pub async fn delete(
     Path(id): Path<String>,
 ) -> Result<Response, OcrError> {
     gate(&state, &Method::DELETE).await?;
-    let app = state.app.clone();
+    let app = state.ocr.clone();
     run_blocking(move || software::delete(&app, &p, &ctx, &id).map_err(ApiError::from)).await?;
     Ok(ok(&json!({ "success": "deleted", "message": "" })))
 }

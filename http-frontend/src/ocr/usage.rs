@@ -23,7 +23,7 @@ pub async fn subscription(State(state): State<AppState>, Auth(p): Auth) -> Resul
     if let Some(page) = gate(&state, &Method::GET).await? {
         return Ok(page);
     }
-    let app = state.app.clone();
+    let app = state.ocr.clone();
     let s = run_blocking(move || usage::subscription(&app, &p).map_err(ApiError::from)).await?;
     Ok(ok(&json!({
         "plan": s.plan.name(),
@@ -57,7 +57,7 @@ pub async fn stats(
         }
         Some(m) => return Err(ApiError::new(Code::ValidationFailed, format!("month {m:?} is not YYYY-MM")).into()),
     };
-    let app = state.app.clone();
+    let app = state.ocr.clone();
     let s = run_blocking(move || usage::stats(&app, &p, &email).map_err(ApiError::from)).await?;
     let months: Vec<Value> =
         s.months.iter().filter(|m| month.as_deref().is_none_or(|want| m.month == want)).map(month_json).collect();

@@ -3,8 +3,9 @@ use crate::access::model::{
     ApiKey, KeyId, KeyScope, PermSet, Profile, Role, RoleGrant, RoleId, RoleKind, Session, SessionId, User, UserId,
     UserStatus, UserWithSecret,
 };
+use crate::access::ports::{AccessRepo, OneTimeToken, UserVisibility};
 use crate::kernel::{DomainName, EmailAddress, ListName, Page, Paged, Timestamp};
-use crate::storage::{AccessRepo, OneTimeToken, StoreError, UserVisibility};
+use crate::storage::StoreError;
 use rusqlite::types::Value;
 use rusqlite::{OptionalExtension, Row, params};
 
@@ -103,6 +104,23 @@ fn session_row(r: &Row<'_>) -> rusqlite::Result<Session> {
 }
 
 impl AccessRepo for SqliteTx {
+    fn role_scope_exists(&mut self, role: &Role) -> Result<bool, StoreError> {
+        let found = match role {
+            Role::SiteAdmin => return Ok(true),
+            Role::DomainAdmin(d) => self
+                .conn()
+                .prepare_cached("SELECT 1 FROM domains WHERE name = ?1")
+                .and_then(|mut st| st.exists([d.as_str()])),
+            Role::Owner(d, l) | Role::Moderator(d, l) => self
+                .conn()
+                .prepare_cached(
+                    "SELECT 1 FROM lists l JOIN domains d ON d.id = l.domain_id WHERE d.name = ?1 AND l.name = ?2",
+                )
+                .and_then(|mut st| st.exists([d.as_str(), l.as_str()])),
+        };
+        found.map_err(map_err)
+    }
+
     fn insert_user(
         &mut self,
         email: &EmailAddress,

@@ -1,6 +1,7 @@
 use super::{SqliteTx, map_err};
 use crate::kernel::Timestamp;
-use crate::storage::{IdempotencyRecord, IdempotencyRepo, StoreError};
+use crate::mailing::ports::{IdempotencyRecord, IdempotencyRepo};
+use crate::storage::StoreError;
 use rusqlite::{OptionalExtension, params};
 
 /// fingerprint, state, status, body, created_at, expires_at

@@ -2,11 +2,12 @@ use super::{SqliteTx, map_err};
 use crate::access::model::UserId;
 use crate::kernel::Timestamp;
 use crate::ocr::cuts::LearnedZone;
+use crate::ocr::ports::InvoiceRepo;
 use crate::ocr::software::{Software, SoftwareFields, SoftwareId};
 use crate::ocr::suppliers::{Source, Supplier, SupplierId, VatNumber, name_key};
 use crate::ocr::usage::MonthUsage;
 use crate::ocr::zones::PixelRect;
-use crate::storage::{InvoiceRepo, StoreError};
+use crate::storage::StoreError;
 use rusqlite::{OptionalExtension, Row, params};
 
 const SUPPLIER_COLUMNS: &str =

@@ -6,7 +6,8 @@ use crate::mailing::model::{
     ListPolicies, ListStatus, ListVisibility, MailingList, Member, MemberFilter, MemberId, MemberStatus, NewMember,
     PendingReason, PostingPolicy, ReplyTo, StatusCounts, SubscriptionPolicy,
 };
-use crate::storage::{MailingRepo, NewDomain, StoreError};
+use crate::mailing::ports::{MailingRepo, NewDomain};
+use crate::storage::StoreError;
 use rusqlite::types::Value;
 use rusqlite::{OptionalExtension, Row, params};
 use std::collections::HashMap;

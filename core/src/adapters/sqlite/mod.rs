@@ -20,7 +20,7 @@ mod webhooks;
 
 pub use search::SearchLimits;
 
-use crate::storage::{Store, StoreError, Tx};
+use crate::storage::{Database, Store, StoreError, Transaction};
 use r2d2::PooledConnection;
 use r2d2_sqlite::SqliteConnectionManager;
 use std::path::Path;
@@ -110,13 +110,13 @@ impl SqliteStore {
     }
 }
 
-impl Store for SqliteStore {
-    fn write(&self) -> Result<Box<dyn Tx + '_>, StoreError> {
+impl SqliteStore {
+    fn begin_write(&self) -> Result<Box<SqliteTx>, StoreError> {
         let unit = self.lane.begin()?;
         Ok(Box::new(SqliteTx { conn: Some(TxConn::Write(unit, std::sync::Arc::clone(&self.lane))), nested: 0 }))
     }
 
-    fn read(&self) -> Result<Box<dyn Tx + '_>, StoreError> {
+    fn begin_read(&self) -> Result<Box<SqliteTx>, StoreError> {
         let conn = self.pool.get().map_err(|e| {
             tracing::warn!(error = %e, "no database connection free in time");
             StoreError::Busy
@@ -124,7 +124,26 @@ impl Store for SqliteStore {
         lane::run(&conn, "BEGIN DEFERRED").map_err(map_err)?;
         Ok(Box::new(SqliteTx { conn: Some(TxConn::Read(conn)), nested: 0 }))
     }
+}
 
+/// One database, seen by each context through its own transaction: the same [`SqliteTx`]
+/// implements every context's repositories.
+macro_rules! store_of {
+    ($($tx:path),*) => {$(
+        impl $tx for SqliteTx {}
+        impl Store<dyn $tx> for SqliteStore {
+            fn write(&self) -> Result<Box<dyn $tx>, StoreError> {
+                Ok(self.begin_write()?)
+            }
+            fn read(&self) -> Result<Box<dyn $tx>, StoreError> {
+                Ok(self.begin_read()?)
+            }
+        }
+    )*};
+}
+store_of!(crate::access::ports::Tx, crate::mailing::ports::Tx, crate::ocr::ports::Tx);
+
+impl Database for SqliteStore {
     fn backend(&self) -> String {
         format!("sqlite {} (WAL, synchronous=FULL)", self.sqlite_version)
     }
@@ -144,7 +163,7 @@ impl Store for SqliteStore {
 pub(crate) struct SqliteTx {
     /// `None` once committed; present on drop means roll back.
     conn: Option<TxConn>,
-    /// Nested units open ([`Tx::begin_nested`]).
+    /// Nested units open ([`Transaction::begin_nested`]).
     nested: u32,
 }
 
@@ -163,7 +182,7 @@ impl SqliteTx {
     }
 }
 
-impl Tx for SqliteTx {
+impl Transaction for SqliteTx {
     fn commit(mut self: Box<Self>) -> Result<(), StoreError> {
         match self.conn.take().expect("transaction committed twice") {
             TxConn::Write(unit, lane) => lane.commit(unit),
@@ -281,14 +300,26 @@ mod tests {
     use crate::storage::{in_read, suite};
     use std::sync::Arc;
 
+    /// The concrete store serves every context's transaction: a test names the one it uses.
+    pub(super) fn access(s: &SqliteStore) -> &crate::access::ports::Store {
+        s
+    }
+
+    pub(super) fn mailing(s: &SqliteStore) -> &crate::mailing::ports::Store {
+        s
+    }
+
     #[test]
-    fn passes_the_store_suite() {
+    fn passes_every_context_s_store_suite() {
         let dir = tempfile::tempdir().unwrap();
         let n = std::sync::atomic::AtomicUsize::new(0);
-        suite::run_all(&|| {
+        let fresh = || {
             let i = n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            Arc::new(SqliteStore::open(&dir.path().join(format!("s{i}.db")), 0).unwrap()) as Arc<dyn Store>
-        });
+            Arc::new(SqliteStore::open(&dir.path().join(format!("s{i}.db")), 0).unwrap())
+        };
+        suite::run_all(&|| fresh() as Arc<crate::access::ports::Store>);
+        crate::mailing::store_suite::run_all(&|| fresh() as Arc<crate::mailing::ports::Store>);
+        crate::ocr::store_suite::run_all(&|| fresh() as Arc<crate::ocr::ports::Store>);
     }
 
     #[test]
@@ -310,10 +341,11 @@ mod tests {
         let path = dir.path().join("c.db");
         {
             let store = SqliteStore::open(&path, 0).unwrap();
-            suite::commit_keeps_change_audit_and_event_together(&store);
+            suite::commit_keeps_change_audit_and_event_together(access(&store));
         }
         let store = SqliteStore::open(&path, 1).unwrap();
-        let total = in_read(&store, |tx| tx.list_audit(&AuditFilter::default(), Page::default())).unwrap().total;
+        let total =
+            in_read(access(&store), |tx| tx.list_audit(&AuditFilter::default(), Page::default())).unwrap().total;
         assert_eq!(total, 1);
         let applied: i64 =
             store.pool.get().unwrap().query_row("SELECT COUNT(*) FROM schema_migrations", [], |r| r.get(0)).unwrap();
@@ -353,11 +385,11 @@ mod tests {
         let store = SqliteStore::open(&path, 0).unwrap();
         let m0 = store.change_marker().unwrap();
         assert_eq!(store.change_marker().unwrap(), m0, "stable while nothing changes");
-        suite::commit_keeps_change_audit_and_event_together(&store);
+        suite::commit_keeps_change_audit_and_event_together(access(&store));
         let m1 = store.change_marker().unwrap();
         assert_ne!(m1, m0, "a commit through the pool");
         {
-            let mut tx = store.write().unwrap();
+            let mut tx = access(&store).write().unwrap();
             tx.append_audit(&crate::kernel::NewAuditEntry {
                 at: crate::kernel::Timestamp::from_unix_secs(1),
                 request_id: crate::kernel::RequestId::internal("t"),
@@ -378,11 +410,11 @@ mod tests {
     fn a_long_writer_makes_others_wait_not_fail() {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(SqliteStore::open(&dir.path().join("c.db"), 0).unwrap());
-        let tx = store.write().unwrap();
+        let tx = access(&store).write().unwrap();
         let other = {
             let store = Arc::clone(&store);
             std::thread::spawn(move || {
-                suite::commit_keeps_change_audit_and_event_together(&*store);
+                suite::commit_keeps_change_audit_and_event_together(access(&store));
             })
         };
         std::thread::sleep(Duration::from_millis(300));

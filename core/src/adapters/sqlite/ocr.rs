@@ -6,7 +6,8 @@ use crate::ocr::documents::{Document, DocumentState, OcrId, Profile};
 use crate::ocr::engine::Language;
 use crate::ocr::intake::DocumentKind;
 use crate::ocr::maintenance::Maintenance;
-use crate::storage::{OcrRepo, StoreError};
+use crate::ocr::ports::OcrRepo;
+use crate::storage::StoreError;
 use rusqlite::{OptionalExtension, Row};
 
 const COLUMNS: &str = "ocr_id, user_id, blob, kind, size_bytes, pages, lang, profile, state, text, created_at, meta";

@@ -4,7 +4,8 @@ use crate::kernel::{EmailAddress, Timestamp};
 use crate::mailing::model::{
     Copy, CopyCounts, CopyId, CopyState, DeliveryMode, ListId, MemberId, SendId, SendRecord, SendState,
 };
-use crate::storage::{NewSend, SendRepo, StoreError};
+use crate::mailing::ports::{NewSend, SendRepo};
+use crate::storage::StoreError;
 use rusqlite::types::Value;
 use rusqlite::{OptionalExtension, params};
 

@@ -2,7 +2,8 @@ use super::access::{corrupt, ts};
 use super::{SqliteTx, map_err};
 use crate::kernel::{Event, EventId, EventName, Timestamp};
 use crate::mailing::model::{Delivery, DeliveryId, DeliveryState, DomainId, ListId, Webhook, WebhookId};
-use crate::storage::{CallResult, NewWebhook, StoreError, WebhookRepo};
+use crate::mailing::ports::{CallResult, NewWebhook, WebhookRepo};
+use crate::storage::StoreError;
 use rusqlite::{OptionalExtension, params};
 
 const COLUMNS: &str = "id, url, events, domain_id, list_id, secret_sealed, created_by, created_at, disabled_at, \

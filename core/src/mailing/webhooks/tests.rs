@@ -39,7 +39,7 @@ fn reply(status: u16) -> Result<PostReply, String> {
 }
 
 struct World {
-    app: Courrier,
+    app: crate::mailing::Service,
     clock: Arc<FixedClock>,
     http: Arc<Script>,
     _dir: tempfile::TempDir,
@@ -52,17 +52,11 @@ fn world() -> World {
     let http = Arc::new(Script::default());
     let dns = TableDns::default().with_ip("hooks.example.com", &[&["93.184.215.14"]]);
     let egress = Egress { dns: Arc::new(dns), https: http.clone(), allow: AllowList::default() };
-    let app = crate::testing::wired(
-        dir.path(),
-        Arc::new(store),
-        clock.clone(),
-        Arc::new(RecordingTransport::default()),
-        egress,
-    );
+    let app = crate::testing::mailing(Arc::new(store), clock.clone(), Arc::new(RecordingTransport::default()), egress);
     let (p, ctx) = (Principal::operator(), RequestCtx::cli());
     let d = DomainName::parse("example.org").unwrap();
     let owner = EmailAddress::parse("owner@example.org").unwrap();
-    users::create(&app, &p, &ctx, NewUser { email: owner.clone(), profile: Default::default(), password: None })
+    users::create(&app.access, &p, &ctx, NewUser { email: owner.clone(), profile: Default::default(), password: None })
         .unwrap();
     domains::create(
         &app,

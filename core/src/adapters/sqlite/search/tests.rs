@@ -1,6 +1,5 @@
 use super::*;
 use crate::adapters::sqlite::SqliteStore;
-use crate::storage::Store;
 use std::sync::atomic::Ordering;
 
 // ---- The scan, on snapshots made in memory ----
@@ -197,7 +196,7 @@ impl Fixture {
 
     /// The listing through the store: ids of the page and total.
     fn listing(&self, list: i64, f: &MemberFilter, page: Page) -> (Vec<i64>, u64) {
-        let mut tx = self.store.read().unwrap();
+        let mut tx = super::super::tests::mailing(&self.store).read().unwrap();
         let out = tx.list_members(ListId::from_stored(list), f, page).unwrap();
         (out.items.iter().map(|m| m.id.get()).collect(), out.total)
     }
@@ -334,7 +333,7 @@ fn a_snapshot_ahead_of_the_view_leaves_the_answer_to_sql() {
     fx.add(1, "bob@ex.org");
     fx.agrees(1, &contains("ex"));
     // An older view: a read transaction that has read before the next commits.
-    let mut old = fx.store.read().unwrap();
+    let mut old = super::super::tests::mailing(&fx.store).read().unwrap();
     let f = contains("ex");
     assert_eq!(old.list_members(ListId::from_stored(1), &f, Page::default()).unwrap().total, 2);
     fx.add(1, "cat@ex.org");
@@ -360,7 +359,7 @@ fn a_write_transaction_never_feeds_the_snapshot() {
     fx.add(1, "ann@ex.org");
     fx.agrees(1, &contains("ex"));
     {
-        let mut tx = fx.store.write().unwrap();
+        let mut tx = super::super::tests::mailing(&fx.store).write().unwrap();
         tx.insert_member(
             &crate::mailing::model::NewMember {
                 list_id: ListId::from_stored(1),

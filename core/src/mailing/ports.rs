@@ -1,0 +1,260 @@
+//! The mailing context's storage port: its transaction is the access context's plus the
+//! repositories of domains, lists and members, the Idempotency-Key registry, sends and their
+//! queue of copies, and webhooks with their queue of deliveries.
+
+use super::model::{
+    Consent, Copy, CopyCounts, CopyId, CopyState, Delivery, DeliveryId, DeliveryMode, DeliveryState, Domain, DomainId,
+    DomainStatus, DomainVisibility, ListId, ListVisibility, MailingList, Member, MemberFilter, MemberId, MemberStatus,
+    NewMember, SendId, SendRecord, SendState, StatusCounts, Webhook, WebhookId,
+};
+use crate::kernel::{DomainName, EmailAddress, Event, EventId, Timestamp};
+use crate::kernel::{Page, Paged};
+use crate::storage::StoreError;
+
+/// One transaction of the mailing context. Dropped without `commit`, it rolls back.
+pub trait Tx: crate::access::ports::Tx + MailingRepo + IdempotencyRepo + SendRepo + WebhookRepo {}
+
+/// The database as the mailing context sees it.
+pub type Store = dyn crate::storage::Store<dyn Tx>;
+
+/// A new domain's fields.
+#[derive(Debug, Clone)]
+pub struct NewDomain<'a> {
+    pub name: &'a DomainName,
+    pub status: DomainStatus,
+    pub dkim_selector: Option<&'a str>,
+    pub default_subscription_policy: super::model::SubscriptionPolicy,
+}
+
+/// Domains, lists and members.
+pub trait MailingRepo {
+    /// [`StoreError::Duplicate`] when a domain with this name exists.
+    fn insert_domain(&mut self, d: &NewDomain<'_>, now: Timestamp) -> Result<DomainId, StoreError>;
+    fn domain_by_name(&mut self, name: &DomainName) -> Result<Option<Domain>, StoreError>;
+    fn list_domains(
+        &mut self,
+        visible: &DomainVisibility,
+        status: Option<DomainStatus>,
+        page: Page,
+    ) -> Result<Paged<Domain>, StoreError>;
+    fn update_domain(&mut self, d: &Domain) -> Result<(), StoreError>;
+    /// Stores the domain's DKIM key pair made for `selector` (the private key sealed).
+    fn set_domain_dkim_key(
+        &mut self,
+        id: DomainId,
+        selector: &str,
+        private_sealed: &str,
+        public_key: &str,
+    ) -> Result<(), StoreError>;
+    /// The domain's sealed DKIM private key and the selector it was made for.
+    fn domain_dkim_private(&mut self, id: DomainId) -> Result<Option<(String, String)>, StoreError>;
+    fn domain_by_id(&mut self, id: DomainId) -> Result<Option<Domain>, StoreError>;
+
+    /// [`StoreError::Duplicate`] when the domain has a list with this name. `list.id` is ignored.
+    fn insert_list(&mut self, list: &MailingList) -> Result<ListId, StoreError>;
+    fn list_by_name(
+        &mut self,
+        domain: &DomainName,
+        name: &crate::kernel::ListName,
+    ) -> Result<Option<MailingList>, StoreError>;
+    fn list_by_id(&mut self, id: ListId) -> Result<Option<MailingList>, StoreError>;
+    /// The lists of a domain, ordered by name.
+    fn lists_of_domain(&mut self, domain: DomainId, visible: &ListVisibility) -> Result<Vec<MailingList>, StoreError>;
+    fn update_list(&mut self, list: &MailingList) -> Result<(), StoreError>;
+
+    fn insert_consent(&mut self, consent: &Consent) -> Result<i64, StoreError>;
+    /// [`StoreError::Duplicate`] when the list has a member with this address (compared lowercased).
+    fn insert_member(&mut self, m: &NewMember, now: Timestamp) -> Result<MemberId, StoreError>;
+    /// Inserts each member whose address is not on its list yet, in order; `None` for one that
+    /// is (in whatever state, compared lowercased). For imports: one statement per row, the
+    /// tallies moved once for the whole slice.
+    fn insert_members_if_absent(
+        &mut self,
+        members: &[NewMember],
+        now: Timestamp,
+    ) -> Result<Vec<Option<MemberId>>, StoreError>;
+    fn member_by_id(&mut self, list: ListId, id: MemberId) -> Result<Option<Member>, StoreError>;
+    /// A member whatever its list (for links that name only the member).
+    fn find_member(&mut self, id: MemberId) -> Result<Option<Member>, StoreError>;
+    fn member_by_email(&mut self, list: ListId, email: &EmailAddress) -> Result<Option<Member>, StoreError>;
+    /// Writes every field but the id, the list and the address; `consent_id` when given.
+    fn update_member(&mut self, m: &Member, consent_id: Option<i64>, now: Timestamp) -> Result<(), StoreError>;
+    /// Ordered by id; `total` counts every member the filter keeps.
+    fn list_members(&mut self, list: ListId, filter: &MemberFilter, page: Page) -> Result<Paged<Member>, StoreError>;
+    /// Up to `limit` members with an id above `after`, in id order (a cursor, for exports).
+    fn members_after(
+        &mut self,
+        list: ListId,
+        filter: &MemberFilter,
+        after: Option<MemberId>,
+        limit: u32,
+    ) -> Result<Vec<Member>, StoreError>;
+    /// Member counts by status over the given lists (every list when `None`).
+    fn member_counts(&mut self, lists: Option<&[ListId]>) -> Result<StatusCounts, StoreError>;
+    /// Active members by delivery mode, for the send estimate and the dashboard.
+    fn active_by_mode(&mut self, list: ListId) -> Result<Vec<(DeliveryMode, u64)>, StoreError>;
+    fn count_status(&mut self, list: ListId, status: MemberStatus) -> Result<u64, StoreError>;
+}
+
+/// A reservation's state in the idempotency registry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IdempotencyRecord {
+    Running { fingerprint: String, created_at: Timestamp, expires_at: Timestamp },
+    Done { fingerprint: String, status: u16, body: String, expires_at: Timestamp },
+}
+
+/// The Idempotency-Key registry, keyed by API key.
+pub trait IdempotencyRepo {
+    fn idempotency_get(&mut self, api_key: i64, key: &str) -> Result<Option<IdempotencyRecord>, StoreError>;
+    /// [`StoreError::Duplicate`] when the key is taken.
+    fn idempotency_reserve(
+        &mut self,
+        api_key: i64,
+        key: &str,
+        fingerprint: &str,
+        now: Timestamp,
+        expires_at: Timestamp,
+    ) -> Result<(), StoreError>;
+    fn idempotency_finish(&mut self, api_key: i64, key: &str, status: u16, body: &str) -> Result<(), StoreError>;
+    fn idempotency_release(&mut self, api_key: i64, key: &str) -> Result<(), StoreError>;
+    /// Deletes records expired before `now`; how many.
+    fn idempotency_purge(&mut self, now: Timestamp) -> Result<u64, StoreError>;
+}
+
+/// A send to record; `recipients` is filled by the fan-out.
+#[derive(Debug, Clone)]
+pub struct NewSend<'a> {
+    pub list_id: ListId,
+    pub subject: &'a str,
+    pub text: Option<&'a str>,
+    pub html: Option<&'a str>,
+    pub message_id: &'a str,
+    pub created_by: Option<i64>,
+    pub kind: super::model::SendKind,
+}
+
+/// Sends and the durable queue of their copies.
+pub trait SendRepo {
+    fn insert_send(&mut self, s: &NewSend<'_>, now: Timestamp) -> Result<SendId, StoreError>;
+    /// One queued copy per active member of the list in `mode` delivery; how many.
+    fn fan_out(&mut self, send: SendId, list: ListId, mode: DeliveryMode, now: Timestamp) -> Result<u64, StoreError>;
+    /// The list's posts (not digests) created after `after` and at most at `until`, oldest first.
+    fn posts_between(
+        &mut self,
+        list: ListId,
+        after: Option<Timestamp>,
+        until: Timestamp,
+    ) -> Result<Vec<SendRecord>, StoreError>;
+    /// Where the list's digest stands: what it covered, and when it last ran.
+    fn digest_state(&mut self, list: ListId) -> Result<Option<(Timestamp, Timestamp)>, StoreError>;
+    fn set_digest_state(&mut self, list: ListId, covered_until: Timestamp, now: Timestamp) -> Result<(), StoreError>;
+    /// Lists with at least one active digest member.
+    fn lists_with_digest_members(&mut self) -> Result<Vec<ListId>, StoreError>;
+    fn send_by_id(&mut self, list: ListId, id: SendId) -> Result<Option<SendRecord>, StoreError>;
+    fn copy_counts(&mut self, send: SendId) -> Result<CopyCounts, StoreError>;
+    /// Cancels the copies still waiting (queued or deferred); how many.
+    fn cancel_waiting(&mut self, send: SendId, now: Timestamp) -> Result<u64, StoreError>;
+    /// Leases up to `limit` due copies of lists not suspended until `lease_until`, skipping the
+    /// destination domains that already have `per_domain` batches in flight.
+    fn claim_copies(
+        &mut self,
+        now: Timestamp,
+        lease_until: Timestamp,
+        limit: u32,
+        per_domain: u32,
+    ) -> Result<Vec<Copy>, StoreError>;
+    /// Whether a copy is due or a lease ran out: what makes a delivery round worth the write
+    /// lock (idle rounds only read).
+    fn copies_due(&mut self, now: Timestamp) -> Result<bool, StoreError>;
+    /// Copies whose lease ran out go back to the queue; how many.
+    fn requeue_expired(&mut self, now: Timestamp) -> Result<u64, StoreError>;
+    /// Records a leased copy's outcome; `false` when the copy was not leased any more (its lease
+    /// expired and another worker took it, or it was cancelled).
+    fn finish_copy(
+        &mut self,
+        id: CopyId,
+        state: CopyState,
+        next_attempt_at: Option<Timestamp>,
+        error: Option<&str>,
+        now: Timestamp,
+    ) -> Result<bool, StoreError>;
+    /// Open sends (queued or sending) none of whose copies still waits or is leased.
+    fn settled_sends(&mut self, limit: u32) -> Result<Vec<SendId>, StoreError>;
+    /// Moves a send from an open state to `state`; `false` when it was not open any more (so the
+    /// caller emits its aggregate event only when this returns `true`: exactly once).
+    fn close_send(&mut self, id: SendId, state: SendState, now: Timestamp) -> Result<bool, StoreError>;
+    fn mark_sending(&mut self, id: SendId) -> Result<(), StoreError>;
+    /// The list a send went to.
+    fn send_list(&mut self, id: SendId) -> Result<Option<ListId>, StoreError>;
+    /// Copies by state over every send, and the oldest waiting copy's creation.
+    fn queue_stats(&mut self) -> Result<(CopyCounts, Option<Timestamp>), StoreError>;
+    fn open_sends(&mut self, lists: Option<&[ListId]>) -> Result<u64, StoreError>;
+}
+
+/// A new webhook's fields.
+#[derive(Debug, Clone)]
+pub struct NewWebhook<'a> {
+    pub url: &'a str,
+    pub events: &'a [crate::kernel::EventName],
+    pub domain_id: Option<DomainId>,
+    pub list_id: Option<ListId>,
+    pub secret_sealed: &'a str,
+    pub created_by: Option<i64>,
+}
+
+/// How a call to a webhook went, as shown on the webhook.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallResult<'a> {
+    Success,
+    Error(&'a str),
+    /// The receiver answered 410 Gone: no more deliveries.
+    Gone(&'a str),
+}
+
+/// Webhooks, the outbox cursor of their fan-out, and the leased queue of their deliveries.
+pub trait WebhookRepo {
+    fn insert_webhook(&mut self, w: &NewWebhook<'_>, now: Timestamp) -> Result<WebhookId, StoreError>;
+    fn webhook_by_id(&mut self, id: WebhookId) -> Result<Option<Webhook>, StoreError>;
+    /// Every webhook, by id.
+    fn all_webhooks(&mut self) -> Result<Vec<Webhook>, StoreError>;
+    /// Deletes it and its deliveries; whether it existed.
+    fn delete_webhook(&mut self, id: WebhookId) -> Result<bool, StoreError>;
+    fn record_call(&mut self, id: WebhookId, result: CallResult<'_>, now: Timestamp) -> Result<(), StoreError>;
+    /// The last outbox event fanned out to webhooks.
+    fn webhook_cursor(&mut self) -> Result<Option<EventId>, StoreError>;
+    fn set_webhook_cursor(&mut self, to: EventId) -> Result<(), StoreError>;
+    /// Queues one event's delivery to one webhook (once: a second call changes nothing).
+    fn enqueue_delivery(
+        &mut self,
+        webhook: WebhookId,
+        event: &Event,
+        body: &str,
+        now: Timestamp,
+    ) -> Result<(), StoreError>;
+    /// Leases up to `limit` due deliveries of enabled webhooks until `lease_until`.
+    fn claim_deliveries(
+        &mut self,
+        now: Timestamp,
+        lease_until: Timestamp,
+        limit: u32,
+    ) -> Result<Vec<Delivery>, StoreError>;
+    /// Deliveries whose lease ran out go back to the queue; how many.
+    fn requeue_expired_deliveries(&mut self, now: Timestamp) -> Result<u64, StoreError>;
+    /// Records an attempt's outcome if the delivery is still leased (`false` otherwise: its lease
+    /// expired and another worker holds it now).
+    fn finish_delivery(
+        &mut self,
+        id: DeliveryId,
+        state: DeliveryState,
+        next_attempt_at: Option<Timestamp>,
+        error: Option<&str>,
+        now: Timestamp,
+    ) -> Result<bool, StoreError>;
+    /// Whether any delivery is due or holds an expired lease (an idle worker's cheap look, on a
+    /// read transaction, before it takes the write lock).
+    fn deliveries_waiting(&mut self, now: Timestamp) -> Result<bool, StoreError>;
+    /// Gives a leased delivery back to the queue, due at `now`, its claim not counted as an attempt.
+    fn release_delivery(&mut self, id: DeliveryId, now: Timestamp) -> Result<(), StoreError>;
+    /// Deliveries by state (for tests and the queue view).
+    fn delivery_counts(&mut self, webhook: WebhookId) -> Result<Vec<(DeliveryState, u64)>, StoreError>;
+}
