@@ -19,17 +19,16 @@ use bytes::Bytes;
 use courrier_core::access::Principal;
 use courrier_core::kernel::{Code, DomainName, EmailAddress, ListName};
 use courrier_core::mailing;
-use courrier_core::mailing::idempotency::{self, Answer, IdempotentRequest, Keyed};
+use courrier_core::mailing::MailingError;
+use courrier_core::mailing::idempotency::{self, IdempotentRequest, Keyed, Replayable};
 use courrier_core::mailing::import::{self, ImportConsent, MAX_IMPORT_BYTES, SizeLimitExceeded};
-use courrier_core::mailing::members::{self, AddMember, AddOutcome, MemberRef};
+use courrier_core::mailing::members::{self, AddMember, MemberRef};
 use courrier_core::mailing::model::SendId;
 use courrier_core::mailing::model::{
     DeliveryMode, DigestFrequency, DomainStatus, ListKind, ListStatus, MemberFilter, PostingPolicy, ReplyTo,
     SubscriptionPolicy,
 };
-use courrier_core::mailing::ports::Tx;
 use courrier_core::mailing::{dashboard, domains, export, lists, sends};
-use courrier_core::storage::in_write_keeping_refusals;
 use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -518,15 +517,6 @@ fn member_request(body: &[u8], source_ip: Option<String>) -> Result<AddMember, A
     })
 }
 
-/// Answers of `POST .../members`, rendered so that the same answer can be stored for a replay.
-fn added_answer(outcome: AddOutcome) -> (StatusCode, Value) {
-    let status = match outcome {
-        AddOutcome::Active(_) => StatusCode::CREATED,
-        AddOutcome::PendingConfirmation(_) | AddOutcome::PendingModeration(_) => StatusCode::ACCEPTED,
-    };
-    (status, json!({ "status": outcome.as_str(), "member_id": outcome.member_id().get() }))
-}
-
 async fn add_member(
     State(state): State<AppState>,
     Auth(p): Auth,
@@ -538,19 +528,10 @@ async fn add_member(
     let bytes = read_json_body(&headers, body, &state).await?;
     let path = format!("/api/v1/domains/{domain}/lists/{list}/members");
     let source = ctx.source.clone();
-    let fingerprint_body = bytes.clone();
-    idempotent(&state, &p, &headers, "POST", &path, &fingerprint_body, move |app, tx, p| {
-        let (d, l) = names(&domain, &list)?;
-        let req = member_request(&bytes, source)?;
-        let added = members::add_in(app, tx, p, &ctx, &d, &l, req)?;
-        let (status, data) = added_answer(added.outcome());
-        Ok(Done {
-            status,
-            data,
-            after_commit: Some(Box::new(move |app: &mailing::Service| {
-                let _ = added.after_commit(app);
-            })),
-        })
+    let input = bytes.clone();
+    let parse = move || Ok((names(&domain, &list)?, member_request(&input, source)?));
+    keyed(&state, &p, &headers, "POST", &path, &bytes, parse, move |app, p, key, ((d, l), req)| {
+        Ok(members::add(app, p, &ctx, key, &d, &l, req)?.map(|o| (o.status(), o.view())))
     })
     .await
 }
@@ -569,71 +550,42 @@ async fn read_json_body(headers: &HeaderMap, body: Body, state: &AppState) -> Re
     read_limited(body, JSON_BODY_LIMIT, state.body_read_timeout).await
 }
 
-/// Work left for after the commit (it needs the application, not the transaction).
-pub type AfterCommit = Box<dyn FnOnce(&mailing::Service) + Send>;
-
-/// What an operation that may run under an Idempotency-Key gives: its answer, and what is left
-/// to do once its transaction is committed (a confirmation mail).
-pub struct Done {
-    pub status: StatusCode,
-    pub data: Value,
-    pub after_commit: Option<AfterCommit>,
-}
-
-/// Runs `exec` in one write transaction on the blocking pool, under the request's
-/// Idempotency-Key if it carries one: the key's check and reservation, the operation and the
-/// answer to replay are then that one transaction (`idempotency::run`; a 5xx is not stored, so a
-/// retry runs again); a stored answer is replayed with `Idempotent-Replay: true`. `exec` parses
-/// its input too, so that a 422 is an answer like any other. A refusal's audit entry is committed.
-pub async fn idempotent<F>(
+/// Runs an operation an Idempotency-Key may guard, on the blocking pool: `parse` reads its input
+/// from the request, `run` calls core's operation, whose runner owns the transaction, the key's
+/// check and the stored answer. A request that does not parse is refused through the same
+/// registry (under a key, the refusal is the key's answer). A stored answer is replayed with
+/// `Idempotent-Replay: true`.
+#[allow(clippy::too_many_arguments)]
+async fn keyed<I, P, R>(
     state: &AppState,
     p: &Arc<Principal>,
     headers: &HeaderMap,
     method: &str,
     path: &str,
     body: &[u8],
-    exec: F,
+    parse: P,
+    run: R,
 ) -> Result<Response, ApiError>
 where
-    F: FnOnce(&mailing::Service, &mut dyn Tx, &Principal) -> Result<Done, ApiError> + Send + 'static,
+    I: Send + 'static,
+    P: FnOnce() -> Result<I, ApiError> + Send + 'static,
+    R: FnOnce(&mailing::Service, &Principal, Option<&IdempotentRequest>, I) -> Result<Keyed<(u16, Value)>, ApiError>
+        + Send
+        + 'static,
 {
     let key = match headers.get("idempotency-key") {
         None => None,
         Some(v) => Some(v.to_str().map_err(|_| invalid("Idempotency-Key must be visible ASCII"))?.to_owned()),
     };
-    let keyed = IdempotentRequest::new(p, key.as_deref(), method, path, body)?;
+    let key = IdempotentRequest::new(p, key.as_deref(), method, path, body)?;
     let app = state.mailing.clone();
     let p = p.clone();
-    let ran = run_blocking(move || {
-        let Some(req) = keyed else {
-            return Ok(Keyed::Ran(in_write_keeping_refusals(&*app.store, |tx| exec(&app, tx, &p)).map(|done| {
-                if let Some(after) = done.after_commit {
-                    after(&app);
-                }
-                (done.status, done.data)
-            })));
-        };
-        let keyed = idempotency::run(
-            &app,
-            &req,
-            |tx| exec(&app, tx, &p),
-            |out| match out {
-                Ok(done) => Answer { status: done.status.as_u16(), body: json!({ "data": done.data }).to_string() },
-                Err(e) => Answer {
-                    status: e.status().as_u16(),
-                    body: json!({ "error": { "code": e.code.as_str(), "message": e.message } }).to_string(),
-                },
-            },
-        )?;
-        Ok(match keyed {
-            Keyed::Replay { status, body } => Keyed::Replay { status, body },
-            Keyed::Ran(out) => Keyed::Ran(out.map(|done| {
-                if let Some(after) = done.after_commit {
-                    after(&app);
-                }
-                (done.status, done.data)
-            })),
-        })
+    let ran = run_blocking(move || match parse() {
+        Ok(input) => run(&app, &p, key.as_ref(), input),
+        Err(e) => {
+            let refused = MailingError::Request { code: e.code, message: e.message };
+            Ok(idempotency::refuse_input(&app, key.as_ref(), refused)?.map(|never| match never {}))
+        }
     })
     .await?;
     match ran {
@@ -642,8 +594,8 @@ where
             resp.headers_mut().insert("idempotent-replay", HeaderValue::from_static("true"));
             Ok(resp)
         }
-        Keyed::Ran(out) => {
-            let (status, data) = out?;
+        Keyed::Ran((status, data)) => {
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
             Ok(Reply::with_status(status, data).into_response())
         }
     }
@@ -896,14 +848,13 @@ async fn submit_send(
 ) -> Result<Response, ApiError> {
     let bytes = read_json_body(&headers, body, &state).await?;
     let path = format!("/api/v1/domains/{domain}/lists/{list}/sends");
-    let fingerprint_body = bytes.clone();
-    idempotent(&state, &p, &headers, "POST", &path, &fingerprint_body, move |app, tx, p| {
-        let (d, l) = names(&domain, &list)?;
-        let b: SendBody = parse_json(&bytes)?;
-        let message = sends::NewMessage { subject: b.subject, text: b.text, html: b.html };
-        let done = sends::submit_in(app, tx, p, &ctx, &d, &l, message)?;
-        let data = json!({ "send_id": done.send_id.get(), "recipients": done.recipients });
-        Ok(Done { status: StatusCode::ACCEPTED, data, after_commit: None })
+    let input = bytes.clone();
+    let parse = move || {
+        let b: SendBody = parse_json(&input)?;
+        Ok((names(&domain, &list)?, sends::NewMessage { subject: b.subject, text: b.text, html: b.html }))
+    };
+    keyed(&state, &p, &headers, "POST", &path, &bytes, parse, move |app, p, key, ((d, l), message)| {
+        Ok(sends::submit(app, p, &ctx, key, &d, &l, message)?.map(|s| (s.status(), s.view())))
     })
     .await
 }

@@ -163,6 +163,7 @@ fn probe(app: &TestApp, admin: &User, method: &str, path: &str, n: usize) -> (St
         &core.mailing,
         &Principal::operator(),
         &RequestCtx::cli(),
+        None,
         &domain("example.org"),
         &list("news"),
         AddMember {
@@ -176,16 +177,21 @@ fn probe(app: &TestApp, admin: &User, method: &str, path: &str, n: usize) -> (St
         },
     )
     .unwrap()
+    .ran()
+    .unwrap()
     .member_id();
     let message = sends::NewMessage { subject: format!("probe {n}"), text: Some("hello".into()), html: None };
     let send = sends::submit(
         &core.mailing,
         &Principal::operator(),
         &RequestCtx::cli(),
+        None,
         &domain("example.org"),
         &list("news"),
         message,
     )
+    .unwrap()
+    .ran()
     .unwrap()
     .send_id;
     let path = path

@@ -134,18 +134,90 @@ fn core_domain_types_carry_no_serde_derives() {
     }
 }
 
+/// The top-level modules of core a file's product code names (`crate::x`): its code up to its
+/// `#[cfg(test)]` module, which comes last.
+fn core_modules_named(file: &Path) -> Vec<String> {
+    let code = code_of(file);
+    let code = code.split("#[cfg(test)]").next().unwrap_or("");
+    let mut out: Vec<String> = code
+        .match_indices("crate::")
+        .map(|(i, _)| {
+            let rest = &code[i + "crate::".len()..];
+            rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect::<String>()
+        })
+        .filter(|m| !m.is_empty())
+        .collect();
+    // `use crate::{a, b}` names several at once.
+    for (i, _) in code.match_indices("crate::{") {
+        let rest = &code[i + "crate::{".len()..];
+        let inside = &rest[..rest.find('}').unwrap_or(rest.len())];
+        out.extend(inside.split(',').map(|p| p.trim().split("::").next().unwrap_or("").to_owned()));
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The floors of core, as the import graph must keep them: the kernel and the storage machinery
+/// name no context; access (the shared floor of the other two) names neither mailing nor OCR;
+/// mailing and OCR never name each other. So no circle can run between files of different
+/// contexts, and no import runs from `storage/` or `kernel/` up into a context.
 #[test]
-fn mailing_and_ocr_never_import_each_other() {
+fn contexts_sit_on_their_floors_and_never_name_each_other() {
     let root = workspace_root();
-    for (dir, other) in [("core/src/mailing", "ocr"), ("core/src/ocr", "mailing")] {
-        let dir = root.join(dir);
-        if !dir.exists() {
-            continue;
+    let rules: [(&str, &[&str]); 5] = [
+        ("core/src/kernel", &["access", "mailing", "ocr", "adapters", "storage", "egress", "system", "testing"]),
+        ("core/src/storage", &["access", "mailing", "ocr", "adapters", "egress", "system", "testing"]),
+        ("core/src/access", &["mailing", "ocr", "adapters", "system"]),
+        ("core/src/mailing", &["ocr", "adapters", "system"]),
+        ("core/src/ocr", &["mailing", "adapters", "system", "egress"]),
+    ];
+    for (dir, banned) in rules {
+        for file in rust_files(&root.join(dir)) {
+            // A unit test may build its world from the real adapters (a SQLite file).
+            let is_test = file.ends_with("tests.rs") || file.to_string_lossy().contains("/tests/");
+            for module in core_modules_named(&file) {
+                let allowed = is_test && module == "adapters";
+                assert!(
+                    allowed || !banned.contains(&module.as_str()),
+                    "{} names crate::{module}: {dir} may not reach that floor or context",
+                    rel(&file)
+                );
+            }
         }
-        for file in rust_files(&dir) {
+    }
+}
+
+/// The service locator is gone: each context's operations take that context's service, and no
+/// struct of core gathers every port again.
+#[test]
+fn no_file_names_a_hub() {
+    let root = workspace_root();
+    for dir in CRATE_SOURCES {
+        for file in rust_files(&root.join(dir)) {
             let code = code_of(&file);
-            assert!(!code.contains(&format!("crate::{other}")), "{} imports {other}", rel(&file));
+            // Spelled in two halves so that this test's own source does not name what it bans.
+            for hub in ["courrier_core::", "crate::", "pub struct "].map(|before| format!("{before}{}", "Courrier")) {
+                assert!(!code.contains(&hub), "{} names the retired hub ({hub})", rel(&file));
+            }
         }
+    }
+    let store = read(&root.join("core/src/storage/mod.rs"));
+    assert!(!store.contains("pub trait Tx"), "storage/ declares no all-context transaction");
+}
+
+/// The storage port of each context is its own: one transaction trait per context, extending the
+/// kernel's (so a second adapter implements each context's repositories, not one god trait).
+#[test]
+fn each_context_declares_its_own_transaction() {
+    let root = workspace_root();
+    for (ctx, base) in [
+        ("access", "Transaction + AccessRepo"),
+        ("mailing", "crate::access::ports::Tx +"),
+        ("ocr", "crate::access::ports::Tx +"),
+    ] {
+        let ports = read(&root.join(format!("core/src/{ctx}/ports.rs")));
+        assert!(ports.contains(&format!("pub trait Tx: {base}")), "core/src/{ctx}/ports.rs: its Tx extends {base}");
     }
 }
 

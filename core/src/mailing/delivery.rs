@@ -332,11 +332,11 @@ mod tests {
                 consent_evidence: None,
                 source_ip: None,
             };
-            members::add(&app, &p, &ctx, &d, &l, req).unwrap();
+            members::add(&app, &p, &ctx, None, &d, &l, req).unwrap();
         }
         mail.sent.lock().unwrap().clear(); // the owner's invitation
         let msg = sends::NewMessage { subject: "Hi".into(), text: Some("x".into()), html: None };
-        let send = sends::submit(&app, &p, &ctx, &d, &l, msg).unwrap().send_id;
+        let send = sends::submit(&app, &p, &ctx, None, &d, &l, msg).unwrap().ran().unwrap().send_id;
         (World { app, clock, mail, _dir: dir }, send)
     }
 

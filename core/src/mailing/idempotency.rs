@@ -11,9 +11,10 @@
 use super::MailingError;
 use super::Service;
 use crate::access::{Principal, Via};
-use crate::kernel::{Timestamp, secrets};
+use crate::kernel::{CoreError, ErrorKind, Timestamp, secrets};
 use crate::mailing::ports::{IdempotencyRecord, Tx};
-use crate::storage::{StoreError, in_write};
+use crate::storage::{StoreError, in_write, in_write_keeping_refusals};
+use serde_json::json;
 
 /// A stored answer is replayed this long; then the key is free again.
 pub const REPLAY_SECS: i64 = 24 * 3600;
@@ -61,66 +62,126 @@ impl IdempotentRequest {
 /// What [`run`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Keyed<T> {
-    /// The key's first request ran: its result (committed with the stored answer, unless that
-    /// answer was a server error, which is not stored so that a retry runs again).
+    /// The key's first request (or a request without a key) ran, and this is what it did.
     Ran(T),
     /// The first request's answer, to send again with `Idempotent-Replay: true`.
     Replay { status: u16, body: String },
 }
 
-/// An operation's answer as the registry stores and replays it.
+impl<T> Keyed<T> {
+    /// What ran; `None` for a replay (never without a key).
+    pub fn ran(self) -> Option<T> {
+        match self {
+            Keyed::Ran(t) => Some(t),
+            Keyed::Replay { .. } => None,
+        }
+    }
+
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Keyed<U> {
+        match self {
+            Keyed::Ran(t) => Keyed::Ran(f(t)),
+            Keyed::Replay { status, body } => Keyed::Replay { status, body },
+        }
+    }
+}
+
+/// An operation's answer as the registry stores and replays it. A refusal is stored with status
+/// 0: its status follows from its code when replayed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Answer {
     pub status: u16,
     pub body: String,
 }
 
-/// Runs `exec` under the key: in one write transaction, the key is checked (a stored answer is
-/// replayed, another body is `idempotency_conflict`, a live reservation of a stopped process is
-/// `idempotency_in_progress`), reserved, `exec` runs, and `answer` renders its result into what
-/// is stored. A 2xx or 4xx answer is committed with the operation's writes (for a refusal: its
-/// audit entry only, `exec` undoing its own writes in a nested unit); a 5xx rolls everything back
-/// and frees the key. `exec` must not open transactions of its own.
-pub fn run<T, E: From<MailingError>>(
+/// What an operation that may run under an Idempotency-Key answers, as the registry stores and
+/// replays it: the contract's success status and the `data` document (the same view the
+/// frontends render for a live answer, so a replay cannot differ from the first answer).
+pub trait Replayable {
+    fn status(&self) -> u16;
+    fn view(&self) -> serde_json::Value;
+}
+
+/// The one runner of the operations an Idempotency-Key may guard (`POST .../members`, `POST
+/// .../sends`): one write transaction holding the key's check and reservation (under a key),
+/// `exec`, and the stored answer. A refusal's audit entry is committed (`exec` undoes its own
+/// writes in a nested unit); a server fault (an `Unavailable` or `Internal` error) rolls
+/// everything back and leaves the key free, so that a retry runs again. `exec` must not open
+/// transactions of its own.
+pub fn guarded<T: Replayable>(
     app: &Service,
-    req: &IdempotentRequest,
-    exec: impl FnOnce(&mut dyn Tx) -> Result<T, E>,
-    answer: impl FnOnce(&Result<T, E>) -> Answer,
-) -> Result<Keyed<Result<T, E>>, E> {
+    key: Option<&IdempotentRequest>,
+    exec: impl FnOnce(&mut (dyn Tx + 'static)) -> Result<T, MailingError>,
+) -> Result<Keyed<T>, MailingError> {
+    let Some(req) = key else {
+        return in_write_keeping_refusals(&*app.store, exec).map(Keyed::Ran);
+    };
     let now = app.clock.now();
-    let mut tx = app.store.write().map_err(|e| E::from(e.into()))?;
+    let mut tx = app.store.write()?;
     match check(&mut *tx, req, now) {
         Ok(None) => {}
         Ok(Some(replay)) => {
-            tx.rollback().map_err(|e| E::from(e.into()))?;
+            tx.rollback()?;
             return Ok(replay);
         }
         Err(e) => {
-            tx.rollback().map_err(|e| E::from(e.into()))?;
-            return Err(e.into());
+            tx.rollback()?;
+            return Err(e);
         }
     }
-    let reserved = tx
-        .idempotency_reserve(req.api_key, &req.key, &req.fingerprint, now, now.plus_secs(REPLAY_SECS))
-        .map_err(|e| match e {
+    tx.idempotency_reserve(req.api_key, &req.key, &req.fingerprint, now, now.plus_secs(REPLAY_SECS)).map_err(|e| {
+        match e {
             // Another process reserved it between our read and write (cannot happen under its
             // write lock, kept for a backend with weaker locking).
             StoreError::Duplicate => MailingError::IdempotencyInProgress,
             other => other.into(),
-        });
-    if let Err(e) = reserved {
-        return Err(e.into());
-    }
+        }
+    })?;
     let out = exec(&mut *tx);
-    let stored = answer(&out);
-    if stored.status >= 500 {
+    let Some(stored) = stored_answer(&out) else {
         // Not an outcome: nothing is kept and the key stays free.
         drop(tx);
-        return Ok(Keyed::Ran(out));
+        return out.map(Keyed::Ran);
+    };
+    tx.idempotency_finish(req.api_key, &req.key, stored.status, &stored.body)?;
+    tx.commit()?;
+    out.map(Keyed::Ran)
+}
+
+/// A request refused before its operation could run (its body or path did not parse): under a
+/// key, the refusal is the key's answer, stored and replayed like any other (or the key's earlier
+/// answer is replayed); without one, it is just the error.
+pub fn refuse_input(
+    app: &Service,
+    key: Option<&IdempotentRequest>,
+    e: MailingError,
+) -> Result<Keyed<std::convert::Infallible>, MailingError> {
+    match key {
+        None => Err(e),
+        Some(_) => guarded(app, key, |_| Err(e)),
     }
-    tx.idempotency_finish(req.api_key, &req.key, stored.status, &stored.body).map_err(|e| E::from(e.into()))?;
-    tx.commit().map_err(|e| E::from(e.into()))?;
-    Ok(Keyed::Ran(out))
+}
+
+impl Replayable for std::convert::Infallible {
+    fn status(&self) -> u16 {
+        match *self {}
+    }
+
+    fn view(&self) -> serde_json::Value {
+        match *self {}
+    }
+}
+
+/// What the registry keeps of an operation's result: `None` for a server fault. A refusal is
+/// kept by its code (a replay derives its status from the code, as the first answer did).
+fn stored_answer<T: Replayable>(out: &Result<T, MailingError>) -> Option<Answer> {
+    match out {
+        Ok(done) => Some(Answer { status: done.status(), body: json!({ "data": done.view() }).to_string() }),
+        Err(e) if matches!(e.kind(), ErrorKind::Unavailable | ErrorKind::Internal) => None,
+        Err(e) => Some(Answer {
+            status: 0,
+            body: json!({ "error": { "code": e.code().as_str(), "message": e.to_string() } }).to_string(),
+        }),
+    }
 }
 
 /// The registry's say on a request before it runs: `None` to run it.

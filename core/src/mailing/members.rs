@@ -2,6 +2,7 @@
 //! and the filtered listing.
 
 use super::Service;
+use super::idempotency::{self, IdempotentRequest, Keyed};
 use super::model::{
     Consent, DeliveryMode, ListStatus, MailingList, Member, MemberFilter, MemberId, MemberStatus, NewMember,
     PendingReason, SubscriptionPolicy,
@@ -12,7 +13,7 @@ use crate::access::principal::{RequestCtx, audit_done};
 use crate::access::{Perm, Principal};
 use crate::kernel::{DomainName, EmailAddress, EventName, ListName, Page, Paged, Timestamp, parse_positive_id};
 use crate::mailing::ports::Tx;
-use crate::storage::{StoreError, in_nested, in_read, in_write_keeping_refusals};
+use crate::storage::{StoreError, in_nested, in_read};
 use serde_json::json;
 
 pub const MAX_CONSENT_SOURCE: usize = 200;
@@ -46,6 +47,19 @@ impl AddOutcome {
         match self {
             AddOutcome::Active(id) | AddOutcome::PendingConfirmation(id) | AddOutcome::PendingModeration(id) => id,
         }
+    }
+
+    /// The contract's status of the answer: 201 when the member is active, 202 when pending.
+    pub fn status(self) -> u16 {
+        match self {
+            AddOutcome::Active(_) => 201,
+            AddOutcome::PendingConfirmation(_) | AddOutcome::PendingModeration(_) => 202,
+        }
+    }
+
+    /// The answer's `data`, as every frontend shows it and the Idempotency-Key registry replays it.
+    pub fn view(self) -> serde_json::Value {
+        json!({ "status": self.as_str(), "member_id": self.member_id().get() })
     }
 
     /// The contract's `status` of the add-member answer.
@@ -152,33 +166,51 @@ fn effective_policy(list: &MailingList) -> SubscriptionPolicy {
     }
 }
 
+/// Adds or subscribes an address under the list's policy, or with attested consent (`force`): in
+/// one write transaction with the list's lookup and, under an Idempotency-Key, the key's check and
+/// stored answer ([`idempotency::guarded`]). The confirmation mail of a pending subscription goes
+/// out once that transaction is committed. A refusal's audit entry is committed; the addition's
+/// own writes are in a nested unit, undone.
 pub fn add(
     app: &Service,
     p: &Principal,
     ctx: &RequestCtx,
+    key: Option<&IdempotentRequest>,
     domain: &DomainName,
     name: &ListName,
     req: AddMember,
-) -> Result<AddOutcome, MailingError> {
-    let added = in_write_keeping_refusals(&*app.store, |tx| add_in(app, tx, p, ctx, domain, name, req))?;
-    Ok(added.after_commit(app))
+) -> Result<Keyed<AddOutcome>, MailingError> {
+    let now = app.clock.now();
+    let added = idempotency::guarded(app, key, |tx| {
+        let list = lists::authorized_in(tx, now, p, ctx, Perm::MembersWrite, domain, name, "member.add")?;
+        check_add(&req)?;
+        let trigger = if req.force { Trigger::AddWithConsent } else { Trigger::Subscribe(effective_policy(&list)) };
+        let (outcome, token) = in_nested(tx, |tx| {
+            let outcome = apply_add(tx, &list, &req, trigger, now)?;
+            let token = if let AddOutcome::PendingConfirmation(id) = outcome {
+                let token = crate::kernel::secrets::random_token(32);
+                subscriptions::store_token(tx, id, &token, now)?;
+                Some(token)
+            } else {
+                None
+            };
+            audit_done(tx, p, ctx, now, "member.add", &format!("member:{}:{}", list.address(), outcome.member_id()))?;
+            Ok::<_, MailingError>((outcome, token))
+        })?;
+        Ok(Added { outcome, confirmation: token.map(|t| (list, req.email.clone(), t, now)) })
+    })?;
+    Ok(added.map(|added| added.after_commit(app)))
 }
 
-/// An addition written in a transaction, with what is left to do once that is committed.
-#[derive(Debug)]
-#[must_use = "the confirmation mail goes out in after_commit"]
-pub struct Added {
+/// An addition written in a transaction, with the confirmation mail left to send once that is
+/// committed.
+struct Added {
     outcome: AddOutcome,
     confirmation: Option<(MailingList, EmailAddress, String, Timestamp)>,
 }
 
 impl Added {
-    pub fn outcome(&self) -> AddOutcome {
-        self.outcome
-    }
-
-    /// Once the transaction is committed: mails the confirmation link of a pending subscription.
-    pub fn after_commit(self, app: &Service) -> AddOutcome {
+    fn after_commit(self, app: &Service) -> AddOutcome {
         if let Some((list, to, token, now)) = &self.confirmation {
             subscriptions::send_confirmation(app, list, to, token, *now);
         }
@@ -186,36 +218,14 @@ impl Added {
     }
 }
 
-/// [`add`]'s work inside the caller's write transaction (one transaction for the list's lookup,
-/// the addition and, under an Idempotency-Key, the stored answer). On `Err`, the transaction holds
-/// only a refusal's audit entry: the addition's own writes are in a nested unit, undone.
-pub fn add_in(
-    app: &Service,
-    tx: &mut dyn Tx,
-    p: &Principal,
-    ctx: &RequestCtx,
-    domain: &DomainName,
-    name: &ListName,
-    req: AddMember,
-) -> Result<Added, MailingError> {
-    let now = app.clock.now();
-    let list = lists::authorized_in(tx, now, p, ctx, Perm::MembersWrite, domain, name, "member.add")?;
-    check_add(&req)?;
-    let trigger = if req.force { Trigger::AddWithConsent } else { Trigger::Subscribe(effective_policy(&list)) };
-    let (outcome, token) = in_nested(tx, |tx| {
-        let outcome = apply_add(tx, &list, &req, trigger, now)?;
-        let token = if let AddOutcome::PendingConfirmation(id) = outcome {
-            let token = crate::kernel::secrets::random_token(32);
-            subscriptions::store_token(tx, id, &token, now)?;
-            Some(token)
-        } else {
-            None
-        };
-        audit_done(tx, p, ctx, now, "member.add", &format!("member:{}:{}", list.address(), outcome.member_id()))?;
-        Ok::<_, MailingError>((outcome, token))
-    })?;
-    let confirmation = token.map(|t| (list, req.email, t, now));
-    Ok(Added { outcome, confirmation })
+impl idempotency::Replayable for Added {
+    fn status(&self) -> u16 {
+        self.outcome.status()
+    }
+
+    fn view(&self) -> serde_json::Value {
+        self.outcome.view()
+    }
 }
 
 /// The write of one addition, inside the caller's transaction: the state machine decides, the

@@ -85,6 +85,10 @@ pub enum MailingError {
     Mail(#[from] SendError),
     #[error(transparent)]
     Egress(#[from] crate::egress::EgressError),
+    /// The request could not be read as the operation's input (found by the frontend before the
+    /// operation ran); under an Idempotency-Key it is the key's answer like any refusal.
+    #[error("{message}")]
+    Request { code: Code, message: String },
 }
 
 impl CoreError for MailingError {
@@ -107,6 +111,7 @@ impl CoreError for MailingError {
             MailingError::Mail(e) => e.code(),
             MailingError::Egress(e) => e.code(),
             MailingError::Dkim(_) => Code::DkimUnavailable,
+            MailingError::Request { code, .. } => *code,
         }
     }
 

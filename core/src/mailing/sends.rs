@@ -4,14 +4,15 @@
 
 use super::Service;
 use super::delivery;
+use super::idempotency::{self, IdempotentRequest, Keyed};
 use super::lists;
 use super::model::{CopyCounts, DeliveryMode, SendId, SendKind, SendRecord};
 use super::{MailingError, check_text};
 use crate::access::principal::{RequestCtx, audit_done};
 use crate::access::{Perm, Principal};
 use crate::kernel::{DomainName, EventName, ListName, secrets};
-use crate::mailing::ports::{NewSend, Tx};
-use crate::storage::{in_nested, in_read, in_write, in_write_keeping_refusals};
+use crate::mailing::ports::NewSend;
+use crate::storage::{in_nested, in_read, in_write};
 use serde_json::json;
 
 pub const MAX_SUBJECT: usize = 998;
@@ -46,54 +47,56 @@ fn check(m: &NewMessage, max_kb: u32) -> Result<(), MailingError> {
     Ok(())
 }
 
+/// Submits a message to the list: the send, one queued copy per active regular member and
+/// `send.submitted`, in one write transaction with, under an Idempotency-Key, the key's check and
+/// stored answer ([`idempotency::guarded`]). A refusal's audit entry is committed.
 pub fn submit(
     app: &Service,
     p: &Principal,
     ctx: &RequestCtx,
+    key: Option<&IdempotentRequest>,
     domain: &DomainName,
     name: &ListName,
     message: NewMessage,
-) -> Result<Submitted, MailingError> {
-    in_write_keeping_refusals(&*app.store, |tx| submit_in(app, tx, p, ctx, domain, name, message))
+) -> Result<Keyed<Submitted>, MailingError> {
+    let now = app.clock.now();
+    idempotency::guarded(app, key, |tx| {
+        let list = lists::authorized_in(tx, now, p, ctx, Perm::Send, domain, name, "send.submit")?;
+        check(&message, list.policies.max_message_kb)?;
+        if list.status == super::model::ListStatus::Archived {
+            return Err(MailingError::Conflict("the list is archived: it sends nothing".into()));
+        }
+        let message_id = format!("{}.{}@{}", now.unix_secs(), secrets::random_hex(12), list.domain);
+        let text = message.text.filter(|t| !t.is_empty());
+        let html = message.html.filter(|t| !t.is_empty());
+        in_nested(tx, |tx| {
+            let new = NewSend {
+                list_id: list.id,
+                subject: &message.subject,
+                text: text.as_deref(),
+                html: html.as_deref(),
+                message_id: &message_id,
+                created_by: p.user.as_ref().map(|u| u.id.get()),
+                kind: SendKind::Post,
+            };
+            let send_id = tx.insert_send(&new, now)?;
+            let recipients = tx.fan_out(send_id, list.id, DeliveryMode::Regular, now)?;
+            let data = json!({ "send_id": send_id.get(), "recipients": recipients, "subject": message.subject });
+            lists::emit(tx, EventName::SendSubmitted, &list, data, now)?;
+            audit_done(tx, p, ctx, now, "send.submit", &format!("send:{}:{send_id}", list.address()))?;
+            Ok(Submitted { send_id, recipients })
+        })
+    })
 }
 
-/// [`submit`] inside the caller's write transaction (under an Idempotency-Key, the one that also
-/// stores the answer). On `Err`, the transaction holds only a refusal's audit entry.
-pub fn submit_in(
-    app: &Service,
-    tx: &mut dyn Tx,
-    p: &Principal,
-    ctx: &RequestCtx,
-    domain: &DomainName,
-    name: &ListName,
-    message: NewMessage,
-) -> Result<Submitted, MailingError> {
-    let now = app.clock.now();
-    let list = lists::authorized_in(tx, now, p, ctx, Perm::Send, domain, name, "send.submit")?;
-    check(&message, list.policies.max_message_kb)?;
-    if list.status == super::model::ListStatus::Archived {
-        return Err(MailingError::Conflict("the list is archived: it sends nothing".into()));
+impl idempotency::Replayable for Submitted {
+    fn status(&self) -> u16 {
+        202
     }
-    let message_id = format!("{}.{}@{}", now.unix_secs(), secrets::random_hex(12), list.domain);
-    let text = message.text.filter(|t| !t.is_empty());
-    let html = message.html.filter(|t| !t.is_empty());
-    in_nested(tx, |tx| {
-        let new = NewSend {
-            list_id: list.id,
-            subject: &message.subject,
-            text: text.as_deref(),
-            html: html.as_deref(),
-            message_id: &message_id,
-            created_by: p.user.as_ref().map(|u| u.id.get()),
-            kind: SendKind::Post,
-        };
-        let send_id = tx.insert_send(&new, now)?;
-        let recipients = tx.fan_out(send_id, list.id, DeliveryMode::Regular, now)?;
-        let data = json!({ "send_id": send_id.get(), "recipients": recipients, "subject": message.subject });
-        lists::emit(tx, EventName::SendSubmitted, &list, data, now)?;
-        audit_done(tx, p, ctx, now, "send.submit", &format!("send:{}:{send_id}", list.address()))?;
-        Ok(Submitted { send_id, recipients })
-    })
+
+    fn view(&self) -> serde_json::Value {
+        json!({ "send_id": self.send_id.get(), "recipients": self.recipients })
+    }
 }
 
 pub fn get(
