@@ -3,11 +3,12 @@
 //! without a body, no `Authorization` header) against the real server.
 
 use crate::access::{make_key as make_scoped_key, make_user as make_role_user};
-use crate::ocr::{call, expect_refusal, fixture, spawn, upload, user_key};
+use crate::ocr::{call, expect_refusal, fixture, make_user, spawn, upload, user_key};
 use courrier_core::access::Perm;
 use courrier_core::access::model::{KeyScope, Role};
-use courrier_tests::harness::run_cli;
+use courrier_tests::harness::{Resp, SmtpSink, TestApp, courrier_bin, run_cli};
 use serde_json::{Value, json};
+use std::time::Duration;
 
 #[test]
 fn scaninvoices_import_page_reads_srvlangs_as_objects() {
@@ -157,7 +158,7 @@ fn scaninvoices_import_reads_every_meta_and_product_line_key() {
     assert_eq!(again["meta"], meta);
 }
 
-fn site_admin_manage_key(app: &courrier_tests::harness::TestApp) -> String {
+fn site_admin_manage_key(app: &TestApp) -> String {
     let admin = make_role_user(&app.core, "admin@example.org", &[Role::SiteAdmin]);
     make_scoped_key(&app.core, &admin, KeyScope::User, &[Perm::Read, Perm::Manage], None)
 }
@@ -234,4 +235,81 @@ fn schema_invalid_software_fields_and_month_13_are_refused() {
     let create = &doc["paths"]["/api/softwareInfos"]["post"]["requestBody"]["content"]["application/json"]["schema"];
     assert_eq!(create["properties"]["latest_version"]["type"], "string");
     assert_eq!(create["required"], json!(["name"]), "id is optional: {create}");
+}
+
+/// A form post to `/forgot-password`, as the page's form sends it.
+fn ask_for_link(app: &TestApp, address: &str) -> Resp {
+    let body = format!("email={}", address.replace('@', "%40"));
+    app.client.request(
+        "POST",
+        "/forgot-password",
+        &[("content-type", "application/x-www-form-urlencoded")],
+        Some(body.as_bytes()),
+    )
+}
+
+fn login_status(app: &TestApp, address: &str, password: &str) -> u16 {
+    app.client.post_json("/api/login", &json!({ "email": address, "password": password })).status
+}
+
+#[test]
+fn scaninvoices_forgot_password_link_mails_a_one_time_sign_in_link() {
+    let sink = SmtpSink::start();
+    courrier_bin();
+    let app = TestApp::spawn_with(&[("COURRIER_SMTP_URL", &sink.url()), ("COURRIER_MAIL_FROM", "ocr@example.org")]);
+    make_user(&app.core, "ada@example.org");
+
+    // The setup page's link: an HTML form with the address filled in.
+    let page = app.client.request("GET", "/forgot-password?email=ada%40example.org", &[], None);
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.header("content-type").unwrap().starts_with("text/html"));
+    assert!(page.body.contains("<form") && page.body.contains("value=\"ada@example.org\""), "{}", page.body);
+    let blank = app.client.request("GET", "/forgot-password", &[], None);
+    assert!(blank.status == 200 && blank.body.contains("value=\"\""), "{}", blank.body);
+
+    // An unknown address and a known one get the same page.
+    let unknown = ask_for_link(&app, "nobody@example.org");
+    let known = ask_for_link(&app, "ada@example.org");
+    assert_eq!((unknown.status, known.status), (200, 200), "{}", known.body);
+    assert_eq!(unknown.body.replace("nobody@example.org", "X"), known.body.replace("ada@example.org", "X"));
+
+    // One mail, to the account; none for the unknown address.
+    let mail = sink.wait_for(1, Duration::from_secs(10)).remove(0);
+    assert!(mail.contains("To: ada@example.org"), "{mail}");
+    assert!(sink.messages().iter().all(|m| !m.contains("nobody@example.org")), "no mail for an unknown address");
+    let unfolded = mail.replace("=\r\n", "").replace("=\n", "");
+    let start = unfolded.find("/p/password/").expect("a link in the mail");
+    let token: String =
+        unfolded[start + 12..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_').collect();
+
+    // The link leads to setting a new password, once.
+    let form = app.client.request("GET", &format!("/p/password/{token}"), &[], None);
+    assert!(form.status == 200 && form.body.contains("ada@example.org"), "{}", form.body);
+    let new_password = "a brand new password for ada";
+    let set = |pw: &str| {
+        let body = format!("password={0}&password_confirmation={0}", pw.replace(' ', "+"));
+        app.client.request(
+            "POST",
+            &format!("/p/password/{token}"),
+            &[("content-type", "application/x-www-form-urlencoded")],
+            Some(body.as_bytes()),
+        )
+    };
+    assert_eq!(set(new_password).status, 200);
+    assert_eq!(set("yet another password here").status, 404, "the link works once");
+    assert_eq!(login_status(&app, "ada@example.org", new_password), 200);
+    assert_eq!(login_status(&app, "ada@example.org", "correct horse battery staple"), 401);
+
+    // Three requests per address an hour; the fourth says to try later, for any address alike.
+    for address in ["ada@example.org", "nobody@example.org"] {
+        for _ in 0..2 {
+            assert_eq!(ask_for_link(&app, address).status, 200);
+        }
+        let refused = ask_for_link(&app, address);
+        assert_eq!(refused.status, 429, "{address}: {}", refused.body);
+        assert!(refused.body.contains("try again later"), "{}", refused.body);
+        assert!(refused.header("retry-after").is_some_and(|s| s.parse::<u64>().unwrap() > 0));
+    }
+    // An empty address is asked again.
+    assert_eq!(ask_for_link(&app, "").status, 422);
 }
