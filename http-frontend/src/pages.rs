@@ -117,6 +117,38 @@ pub static ROUTES: &[Route] = &[
         errors: &[404],
         handler: |m| on(m, unsubscribe_submit),
     },
+    Route {
+        method: Method::GET,
+        path: "/forgot-password",
+        api: Api::Page,
+        operation_id: "forgotPasswordPage",
+        summary: "The form that mails a one-time sign-in link (?email= prefills it; ScanInvoices links here)",
+        tag: "pages",
+        access: Access::Public,
+        params: &[],
+        query: &[],
+        request: None,
+        success: Success::Raw("text/html", schema::STRING),
+        body_limit: FORM_LIMIT,
+        errors: &[],
+        handler: |m| on(m, forgot_form),
+    },
+    Route {
+        method: Method::POST,
+        path: "/forgot-password",
+        api: Api::Page,
+        operation_id: "forgotPasswordSubmit",
+        summary: "Mail a one-time sign-in link to an account's address (the same answer whatever the address)",
+        tag: "pages",
+        access: Access::Public,
+        params: &[],
+        query: &[],
+        request: None,
+        success: Success::Raw("text/html", schema::STRING),
+        body_limit: FORM_LIMIT,
+        errors: &[429],
+        handler: |m| on(m, forgot_submit),
+    },
 ];
 
 fn escape(s: &str) -> String {
@@ -299,4 +331,76 @@ async fn unsubscribe_submit(
         ),
         None => invalid_link(),
     })
+}
+
+/// The value of `name` in an `a=1&b=2` text (a query or a form); a bad escape reads as absent.
+fn form_value(text: &str, name: &str) -> Option<String> {
+    text.split('&').find_map(|pair| {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        (decode(k).ok()? == name).then(|| decode(v).ok()).flatten()
+    })
+}
+
+fn forgot_page(status: StatusCode, email: &str, note: Option<&str>) -> Response {
+    let note = note.map(|n| format!("<p role=\"status\">{}</p>", escape(n))).unwrap_or_default();
+    page(
+        status,
+        "Forgotten password",
+        &format!(
+            "{note}<p>Type the address of your account: a link to sign in and choose a new password is mailed to it.</p>\
+             <form method=\"post\" action=\"/forgot-password\"><p><label>Address<br><input type=\"email\" name=\"email\" required maxlength=\"254\" value=\"{}\" autocomplete=\"email\"></label></p>\
+             <p><button type=\"submit\">Mail me a sign-in link</button></p></form>",
+            escape(email)
+        ),
+    )
+}
+
+async fn forgot_form(uri: http::Uri) -> Response {
+    let email = uri.query().and_then(|q| form_value(q, "email")).unwrap_or_default();
+    forgot_page(StatusCode::OK, email.trim(), None)
+}
+
+/// Counts the request against the address and the source (429 past the limits), answers the same
+/// page whatever the address, and looks the account up and mails the link after answering, so
+/// that neither the page nor its timing tells whether the address has an account.
+async fn forgot_submit(State(state): State<AppState>, Ctx(ctx): Ctx, body: Body) -> Result<Response, ApiError> {
+    let bytes = read_limited(body, FORM_LIMIT, state.body_read_timeout).await?;
+    let email = form_value(&String::from_utf8_lossy(&bytes), "email").unwrap_or_default();
+    let email: String = email.trim().chars().take(254).collect();
+    if email.is_empty() {
+        return Ok(forgot_page(StatusCode::UNPROCESSABLE_ENTITY, "", Some("Type an address.")));
+    }
+    let app = state.access.clone();
+    let (address, request) = (email.clone(), ctx.clone());
+    match run_blocking(move || Ok(users::take_password_reset(&app, &request, &address))).await? {
+        Ok(()) => {}
+        Err(AccessError::RateLimited { retry_after }) => {
+            let mut resp = forgot_page(
+                StatusCode::TOO_MANY_REQUESTS,
+                &email,
+                Some("Too many links were asked for lately: try again later."),
+            );
+            resp.headers_mut().insert(http::header::RETRY_AFTER, http::HeaderValue::from(retry_after));
+            return Ok(resp);
+        }
+        Err(e) => return Err(e.into()),
+    }
+    let app = state.access.clone();
+    let address = email.clone();
+    tokio::spawn(async move {
+        let sent = run_blocking(move || Ok(users::send_password_reset(&app, &ctx, &address))).await;
+        match sent {
+            Ok(Ok(sent)) => tracing::info!(sent, "forgotten-password request"),
+            Ok(Err(e)) => tracing::warn!(error = %e, "forgotten-password request failed"),
+            Err(e) => tracing::warn!(error = %e.message, "forgotten-password request failed"),
+        }
+    });
+    Ok(page(
+        StatusCode::OK,
+        "Check your mail",
+        &format!(
+            "<p>If <b>{}</b> is the address of an account, a sign-in link is on its way to it. It works once, for one hour.</p>",
+            escape(&email)
+        ),
+    ))
 }

@@ -402,3 +402,113 @@ fn software_records_are_read_by_all_and_written_by_a_site_admins_manage_key() {
     expect_refusal(&call(&app, "GET", "/api/softwareInfos/scaninvoices", Some(&user), None), 404, "not_found");
     expect_refusal(&call(&app, "DELETE", "/api/softwareInfos/scaninvoices", Some(&manage), None), 404, "not_found");
 }
+
+/// A form post as ScanInvoices' PHP `http_build_query` sends it: url-encoded, no `lang`.
+fn form_post(app: &TestApp, key: &str, path: &str, fields: &[(&str, &str)]) -> Resp {
+    let enc = |s: &str| {
+        s.bytes()
+            .map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+                b' ' => "+".to_owned(),
+                _ => format!("%{b:02X}"),
+            })
+            .collect::<String>()
+    };
+    let body = fields.iter().map(|(k, v)| format!("{}={}", enc(k), enc(v))).collect::<Vec<_>>().join("&");
+    let auth = format!("Bearer {key}");
+    app.client.request(
+        "POST",
+        path,
+        &[("authorization", &auth), ("content-type", "application/x-www-form-urlencoded")],
+        Some(body.as_bytes()),
+    )
+}
+
+/// The invoice scan read with profile=invoice, as ScanInvoices sends it first: its id and `meta`.
+fn recognized_scan(app: &TestApp, key: &str) -> (String, Value) {
+    let resp =
+        upload(app, key, "invoice-scan.jpg", &fixture("invoice-scan.jpg"), &[("lang", "fr"), ("profile", "invoice")]);
+    assert_eq!(resp.status, 200, "{}", resp.body);
+    let body = resp.json();
+    (body["ocrID"].as_str().unwrap().to_owned(), body["meta"].clone())
+}
+
+#[test]
+fn scaninvoices_rect_cut_without_lang_uses_upload_language() {
+    let app = spawn();
+    let key = user_key(&app, "nolang@example.org");
+    let id = scan(&app, &key);
+    let rect = shown(TOTAL_TTC_VALUE, 0.5);
+    let resp =
+        form_post(&app, &key, "/api/ocrcuts", &[("ocrID", &id), ("ratio", "0.5"), ("rect", &rect), ("action", "rect")]);
+    let one = result_of(&resp);
+    assert!(one["texte"].as_str().unwrap().contains("120,00"), "{one}");
+    // A named zone read without lang too (multicut), and a lang that is given is still checked.
+    let json_rect = json!({"factureRect": INVOICE_NUMBER}).to_string();
+    let named = result_of(&form_post(
+        &app,
+        &key,
+        "/api/ocrcuts",
+        &[("ocrID", &id), ("ratio", "1"), ("action", "multicut"), ("jsonRect", &json_rect)],
+    ));
+    assert!(named["facture"].as_str().unwrap().contains("2026-042"), "{named}");
+    let bad =
+        form_post(&app, &key, "/api/ocrcuts", &[("ocrID", &id), ("ratio", "1"), ("rect", "1:1:9:9"), ("lang", "es")]);
+    expect_refusal(&bad, 422, "validation_failed");
+}
+
+#[test]
+fn scaninvoices_confirmvalues_without_supplier_learns_for_the_documents_supplier() {
+    let app = spawn();
+    let key = user_key(&app, "confirm@example.org");
+    let (id, meta) = recognized_scan(&app, &key);
+    let vat = meta["supplier_numtva"].as_str().unwrap_or("").to_owned();
+    let name = meta["supplier_name"].as_str().unwrap_or("").to_owned();
+    assert!(!vat.is_empty() || !name.is_empty(), "the scan's supplier is extracted: {meta}");
+    // Before any confirmation the supplier has no zone.
+    let asked = if vat.is_empty() { ("name", name.as_str()) } else { ("vatNumber", vat.as_str()) };
+    let before = form_post(&app, &key, "/api/ocrcutszones", &[asked, ("objectType", "invoices")]).json();
+    assert!(before["result"].get("totalttcRect").is_none(), "{before}");
+
+    // ScanInvoices' manual import: no lang, values naming no supplier.
+    let json_rect = json!({"totalttcRect": TOTAL_TTC_VALUE, "factureRect": INVOICE_NUMBER}).to_string();
+    let values = json!({"totalttc": "120,00", "facture": "2026-042"}).to_string();
+    let done = result_of(&form_post(
+        &app,
+        &key,
+        "/api/ocrcuts",
+        &[
+            ("ocrID", &id),
+            ("ratio", "1"),
+            ("action", "confirmvalues"),
+            ("jsonRect", &json_rect),
+            ("jsonConfirmValues", &values),
+        ],
+    ));
+    assert_eq!(done["confirmed"], 2, "{done}");
+
+    let zones = form_post(&app, &key, "/api/ocrcutszones", &[asked, ("objectType", "invoices")]);
+    assert_eq!(zones.status, 200, "{}", zones.body);
+    let zones = zones.json()["result"].clone();
+    assert_eq!(zones["ratio"], "1", "{zones}");
+    assert_eq!(zones["totalttcRect"], TOTAL_TTC_VALUE, "{zones}");
+    assert_eq!(zones["factureRect"], INVOICE_NUMBER, "{zones}");
+
+    // A document from which no supplier was extracted (stored only), confirmed without naming
+    // one: nothing to remember the zones for.
+    let stored = scan(&app, &key);
+    let resp = form_post(
+        &app,
+        &key,
+        "/api/ocrcuts",
+        &[
+            ("ocrID", &stored),
+            ("ratio", "1"),
+            ("action", "confirmvalues"),
+            ("jsonRect", &json_rect),
+            ("jsonConfirmValues", &values),
+        ],
+    );
+    expect_refusal(&resp, 422, "validation_failed");
+    assert!(resp.body.contains("supplier"), "{}", resp.body);
+}

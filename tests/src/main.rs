@@ -10,6 +10,7 @@ mod extraction;
 mod invoices;
 mod members;
 mod ocr;
+mod ocr_clients;
 mod openapi;
 mod sends;
 mod shutdown;

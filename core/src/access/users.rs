@@ -12,6 +12,14 @@ use crate::storage::{StoreError, in_read, in_write};
 /// Set-password links of invitations live this long.
 pub const INVITATION_TTL_SECS: i64 = 72 * 3600;
 pub const SET_PASSWORD: &str = "set_password";
+/// A forgotten-password link (the same set-password token, one use) lives this long.
+pub const RESET_TTL_SECS: i64 = 3600;
+/// Forgotten-password requests allowed per address, and per source, within [`RESET_WINDOW_SECS`]:
+/// the same shape as the login throttles (`limits.rs`), counted whether or not the address has an
+/// account, so that the limit tells nothing either.
+pub const RESETS_PER_ADDRESS: usize = 3;
+pub const RESETS_PER_SOURCE: usize = 20;
+pub const RESET_WINDOW_SECS: i64 = 3600;
 
 #[derive(Debug, Clone)]
 pub struct NewUser {
@@ -300,6 +308,60 @@ pub fn set_password_with_token(
         audit_done(tx, &me, ctx, now, "user.password", &format!("user:{user_id}"))?;
         Ok(user)
     })
+}
+
+/// Counts a forgotten-password request against its address and its source; refuses it (429 with
+/// the wait) past [`RESETS_PER_ADDRESS`] or [`RESETS_PER_SOURCE`] in the window. The address is
+/// counted as typed, lowercased, whether or not it is an account's or even an address.
+pub fn take_password_reset(app: &Service, ctx: &RequestCtx, address: &str) -> Result<(), AccessError> {
+    let now = app.clock.now();
+    let key = address.trim().to_lowercase();
+    if let Some(source) = ctx.source.as_deref() {
+        app.limiter.take_window(&format!("reset-source:{source}"), RESETS_PER_SOURCE, RESET_WINDOW_SECS, now)?;
+    }
+    app.limiter.take_window(&format!("reset-address:{key}"), RESETS_PER_ADDRESS, RESET_WINDOW_SECS, now)
+}
+
+/// Mails a one-time link to set a new password (`/p/password/{token}`, the invitation's page) to
+/// the active account of `address`. Says nothing of whether there is one: `Ok(false)` when no
+/// mail went out (no such account, a disabled one, an address that is not one, a failed mail),
+/// for the log only. Call [`take_password_reset`] first.
+pub fn send_password_reset(app: &Service, ctx: &RequestCtx, address: &str) -> Result<bool, AccessError> {
+    let Ok(email) = EmailAddress::parse(address.trim()) else { return Ok(false) };
+    let now = app.clock.now();
+    let token = crate::kernel::secrets::random_token(32);
+    let token_hash = crate::kernel::secrets::sha256_hex(token.as_bytes());
+    let user = in_write(&*app.store, |tx| {
+        let Some(found) = tx.user_by_email(&email)? else { return Ok(None) };
+        let user = found.user;
+        if user.status != UserStatus::Active {
+            return Ok(None);
+        }
+        tx.insert_token(SET_PASSWORD, &token_hash, Some(user.id), None, now, now.plus_secs(RESET_TTL_SECS))?;
+        let me = Principal { user: Some(user.clone()), via: super::Via::Operator, roles: Vec::new() };
+        audit_done(tx, &me, ctx, now, "user.password_reset", &format!("user:{}", user.id))?;
+        Ok::<_, AccessError>(Some(user))
+    })?;
+    let Some(user) = user else { return Ok(false) };
+    let link = format!("{}/p/password/{token}", app.settings.public_url);
+    let body = format!(
+        "Hello,\n\nSomeone (you, we hope) asked to sign in to Courrier ({}) without the password.\nSet a new password here (the link works once, for one hour):\n\n{link}\n\nIf you did not ask, ignore this message: your password stays as it is.\n",
+        app.settings.public_url
+    );
+    let notice = Notice {
+        from: &app.settings.mail_from,
+        to: &user.email,
+        subject: "Your Courrier sign-in link",
+        body: &body,
+        date: now,
+    };
+    match app.mail.send(&notice.compose()) {
+        Ok(()) => Ok(true),
+        Err(e) => {
+            tracing::warn!(user = user.id.get(), error = %e, "password reset mail failed");
+            Ok(false)
+        }
+    }
 }
 
 /// The account of an address, for the command line.

@@ -3,7 +3,7 @@
 //! (`confirmvalues`), and the zones learned for a supplier, most confirmed first.
 
 use super::Service;
-use super::documents::{self, DocumentError};
+use super::documents::{self, Document, DocumentError};
 use super::engine::{EngineError, Language};
 use super::suppliers::{self, Facts, Source, Supplier, VatNumber};
 use super::usage::{self, MonthUsage, UsageError};
@@ -41,7 +41,9 @@ pub struct CutRequest {
     pub ratio: Ratio,
     /// 1-based.
     pub page: u32,
-    pub lang: Language,
+    /// `None` when the client did not say (ScanInvoices omits it for `rect` and `confirmvalues`):
+    /// the language the document was uploaded with.
+    pub lang: Option<Language>,
     pub cut: Cut,
 }
 
@@ -74,7 +76,7 @@ pub enum CutError {
     #[error(transparent)]
     Usage(#[from] UsageError),
     #[error(
-        "confirmvalues needs the supplier: a value for fournisseur or fournisseurTva (or supplier_name or supplier_numtva)"
+        "confirmvalues needs the supplier: the values name none (fournisseur or fournisseurTva, or supplier_name or supplier_numtva) and none was extracted from the document"
     )]
     NoSupplier,
     #[error(transparent)]
@@ -132,15 +134,16 @@ pub fn cut(app: &Service, p: &Principal, ctx: &RequestCtx, req: CutRequest) -> R
     }
     let document = documents::find(app, p, &req.ocr_id)?;
     let reading = match req.cut {
-        Cut::Confirm { zones, values } => return confirm(app, p, ctx, req.page, &zones, &values),
+        Cut::Confirm { zones, values } => return confirm(app, p, ctx, &document, req.page, &zones, &values),
         Cut::Read(reading) => reading,
     };
     usage::check_quota(app, document.owner)?;
+    let lang = req.lang.unwrap_or(document.lang);
     let page = documents::page_image(app, &document, req.page)?;
     let read = |zone: &Zone| -> Result<String, CutError> {
         let rect = zone.on_page(req.ratio, page.width(), page.height())?;
         let Some(image) = zones::cut_out(&page, rect) else { return Ok(String::new()) };
-        let text = app.engine.recognize_zone(&image, req.lang, zones::segmentation(&image))?;
+        let text = app.engine.recognize_zone(&image, lang, zones::segmentation(&image))?;
         Ok(text.trim().to_owned())
     };
     let result = match &reading {
@@ -156,20 +159,24 @@ pub fn cut(app: &Service, p: &Principal, ctx: &RequestCtx, req: CutRequest) -> R
     Ok(result)
 }
 
-/// Remembers the confirmed zones for the supplier the values name, and files the supplier.
+/// Remembers the confirmed zones for the supplier the values name, or when they name none (as
+/// ScanInvoices' manual import sends them) the supplier extracted from the document; files the
+/// supplier.
 fn confirm(
     app: &Service,
     p: &Principal,
     ctx: &RequestCtx,
+    document: &Document,
     page: u32,
     zones: &[(String, Zone, Ratio)],
     values: &[(String, String)],
 ) -> Result<CutResult, CutError> {
-    let facts = Facts {
+    let named = Facts {
         vat_number: value_of(values, VAT_KEYS).and_then(VatNumber::parse),
         name: value_of(values, NAME_KEYS).map(str::to_owned),
         ..Facts::default()
     };
+    let facts = if named.identifies() { named } else { documents::supplier_facts(&document.meta) };
     if !facts.identifies() {
         return Err(CutError::NoSupplier);
     }

@@ -339,8 +339,9 @@ fn lay_over(extracted: serde_json::Value, overlay: serde_json::Map<String, serde
     Value::Object(meta)
 }
 
-/// What an invoice's `meta` says of its supplier, for the directory.
-fn supplier_facts(meta: &serde_json::Value) -> Facts {
+/// What an invoice's `meta` says of its supplier, for the directory and for confirmations that
+/// name no supplier.
+pub fn supplier_facts(meta: &serde_json::Value) -> Facts {
     let text =
         |k: &str| meta.get(k).and_then(serde_json::Value::as_str).map(str::to_owned).filter(|v| !v.trim().is_empty());
     let details = meta.get("company_details");

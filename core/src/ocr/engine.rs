@@ -61,6 +61,26 @@ impl Language {
         }
     }
 
+    /// Tesseract's (ISO 639-2/T) code, the `lang` of the `srvlangs` entries.
+    pub fn tesseract_code(self) -> &'static str {
+        match self {
+            Language::French => "fra",
+            Language::German => "deu",
+            Language::Italian => "ita",
+            Language::English => "eng",
+        }
+    }
+
+    /// The language's own name, as a client's language chooser shows it.
+    pub fn native_name(self) -> &'static str {
+        match self {
+            Language::French => "Français",
+            Language::German => "Deutsch",
+            Language::Italian => "Italiano",
+            Language::English => "English",
+        }
+    }
+
     /// The trained data the engine loads, in order. English comes first: `fra` alone read
     /// "Total TTC" as "Total TIC" where `eng+fra` did not (issue 6's measurement); amounts labels
     /// on invoices are mostly Latin capitals that English's model reads best, while the second

@@ -29,6 +29,31 @@ impl SoftwareId {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// The id a record created without one gets (decisions.md): its name lowercased, every run
+    /// of spaces and punctuation one `-`, at most 50 characters so that a suffix still fits;
+    /// `software` for a name with no letter or digit. Non-ASCII letters count as punctuation, so
+    /// the id stays within what `parse` accepts.
+    pub fn from_name(name: &str) -> Self {
+        let mut slug = String::new();
+        for c in name.chars() {
+            if c.is_ascii_alphanumeric() {
+                slug.push(c.to_ascii_lowercase());
+            } else if !slug.is_empty() && !slug.ends_with('-') {
+                slug.push('-');
+            }
+            if slug.len() >= 50 {
+                break;
+            }
+        }
+        let slug = slug.trim_end_matches('-');
+        Self(if slug.is_empty() { "software".to_owned() } else { slug.to_owned() })
+    }
+
+    /// The same id with a random suffix, for a name whose id is taken.
+    fn with_random_suffix(&self) -> Self {
+        Self(format!("{}-{}", self.0, crate::kernel::secrets::random_hex(4)))
+    }
 }
 
 /// What a client sends to create or replace a record, checked.
@@ -138,23 +163,35 @@ pub fn get(app: &Service, id: &str) -> Result<Software, SoftwareError> {
     in_read(&*app.store, |tx| tx.software(&id))?.ok_or(SoftwareError::NotFound(id.0))
 }
 
+/// Creates a record. Without an id (`None`) it gets one made from its name, with a random suffix
+/// when that one is taken; a given id that is taken is a conflict.
 pub fn create(
     app: &Service,
     p: &Principal,
     ctx: &RequestCtx,
-    id: SoftwareId,
+    id: Option<SoftwareId>,
     fields: SoftwareFields,
 ) -> Result<Software, SoftwareError> {
     may_write(p)?;
     let now = app.clock.now();
-    let record = Software { id, fields, created_at: now, updated_at: now };
     in_write(&*app.store, |tx| {
-        if tx.software(&record.id)?.is_some() {
-            return Err(SoftwareError::Exists(record.id.0.clone()));
-        }
+        let id = match &id {
+            Some(id) if tx.software(id)?.is_some() => return Err(SoftwareError::Exists(id.0.clone())),
+            Some(id) => id.clone(),
+            None => {
+                let base = SoftwareId::from_name(&fields.name);
+                let mut id = base.clone();
+                // 32 random bits: a second collision is a one-in-billions event, but checked.
+                while tx.software(&id)?.is_some() {
+                    id = base.with_random_suffix();
+                }
+                id
+            }
+        };
+        let record = Software { id, fields: fields.clone(), created_at: now, updated_at: now };
         tx.insert_software(&record)?;
         audit_done(tx, p, ctx, now, "ocr.software.create", &format!("software:{}", record.id.0))?;
-        Ok(record.clone())
+        Ok(record)
     })
 }
 
@@ -203,6 +240,19 @@ mod tests {
             assert!(SoftwareId::parse(bad).is_err(), "{bad}");
         }
         assert!(SoftwareFields::new("ScanInvoices", "2.1", "1.0", "https://example.org/dl", "line\nbreak").is_ok());
+        for (name, id) in [
+            ("ScanInvoices", "scaninvoices"),
+            ("Scan Invoices (Dolibarr) v2.0!", "scan-invoices-dolibarr-v2-0"),
+            ("  Été -- Reçus  ", "t-re-us"),
+            ("***", "software"),
+        ] {
+            let made = SoftwareId::from_name(name);
+            assert_eq!(made.as_str(), id, "{name:?}");
+            assert!(SoftwareId::parse(made.as_str()).is_ok());
+        }
+        let long = SoftwareId::from_name(&"x".repeat(300));
+        assert_eq!(long.as_str().len(), 50);
+        assert!(SoftwareId::parse(long.with_random_suffix().as_str()).is_ok());
         for (name, url, notes) in
             [("", "", ""), ("x", "ftp://a", ""), ("x", "https://", ""), ("x\u{7}", "", ""), ("x", "", "\u{0}")]
         {

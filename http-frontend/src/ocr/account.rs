@@ -4,13 +4,13 @@ use super::input;
 use super::reply::{OcrError, ok};
 use super::{JSON_LIMITS, gate};
 use crate::AppState;
-use crate::auth::{Auth, Ctx};
+use crate::auth::{Auth, Ctx, authenticate, credential_of};
 use crate::blocking::run_blocking;
 use crate::error::ApiError;
 use axum::extract::{Path, Request, State};
 use axum::response::Response;
 use courrier_core::access::model::{Profile, User};
-use courrier_core::access::{AccessError, Principal, users};
+use courrier_core::access::{AccessError, Credential, Principal, users};
 use courrier_core::kernel::{Code, EmailAddress, parse_positive_id};
 use courrier_core::ocr::accounts;
 use courrier_core::ocr::engine::Language;
@@ -38,13 +38,27 @@ fn user_of(p: &Principal) -> Result<&User, OcrError> {
     p.user.as_ref().ok_or_else(|| ApiError::new(Code::Forbidden, "the operator has no profile").into())
 }
 
-pub async fn ping(State(state): State<AppState>, Auth(p): Auth) -> Result<Response, OcrError> {
-    gate(&state, &Method::POST).await?;
-    Ok(ok(&json!({ "profile": profile(user_of(&p)?), "message": "the server is ready", "status": 1 })))
+fn ping_answer(p: &Principal) -> Result<Response, OcrError> {
+    Ok(ok(&json!({ "profile": profile(user_of(p)?), "message": "the server is ready", "status": 1 })))
 }
 
-pub async fn get_profile(State(state): State<AppState>, Auth(p): Auth) -> Result<Response, OcrError> {
-    gate(&state, &Method::POST).await?;
+/// `POST /api/ping`. Like `/api/profile`, `/api/login` and `/api/logout` it answers during
+/// maintenance: ScanInvoices' setup page calls them, and takes a refusal for a bad key.
+pub async fn ping(Auth(p): Auth) -> Result<Response, OcrError> {
+    ping_answer(&p)
+}
+
+/// `GET /api/ping`: without a credential, a client's availability probe sent before it has a
+/// key (200 `{"status":"ok","protocol":"1"}`); with one, checked and answered as `POST` does.
+pub async fn ping_probe(State(state): State<AppState>, req: Request) -> Result<Response, OcrError> {
+    if credential_of(req.headers()) == Credential::None {
+        return Ok(ok(&json!({ "status": "ok", "protocol": "1" })));
+    }
+    let p = authenticate(&state, &req).await?;
+    ping_answer(&p)
+}
+
+pub async fn get_profile(Auth(p): Auth) -> Result<Response, OcrError> {
     Ok(ok(&profile(user_of(&p)?)))
 }
 
@@ -53,7 +67,6 @@ fn client_name(req: &Request) -> String {
 }
 
 pub async fn login(State(state): State<AppState>, Ctx(ctx): Ctx, req: Request) -> Result<Response, OcrError> {
-    gate(&state, &Method::POST).await?;
     let client = client_name(&req);
     let input = input::read(req, &state, JSON_LIMITS).await?;
     let email = input.require("email")?.to_owned();
@@ -66,7 +79,6 @@ pub async fn login(State(state): State<AppState>, Ctx(ctx): Ctx, req: Request) -
 }
 
 pub async fn logout(State(state): State<AppState>, Auth(p): Auth, Ctx(ctx): Ctx) -> Result<Response, OcrError> {
-    gate(&state, &Method::POST).await?;
     let app = state.ocr.clone();
     run_blocking(move || accounts::logout(&app, &p, &ctx).map_err(ApiError::from)).await?;
     Ok(ok(&json!({ "success": "logged out", "message": "the key is revoked" })))
@@ -134,7 +146,11 @@ fn ruok_body(results: &[(Component, bool)]) -> Result<Response, OcrError> {
     if results.iter().any(|(_, up)| !up) {
         return Err(ApiError::new(Code::OcrUnavailable, ruok_html(results)).into());
     }
-    let langs: Vec<&str> = Language::ALL.iter().map(|l| l.iso()).collect();
+    // Objects, as ScanInvoices' import page reads them (`->code`, `->lang`, `->name`).
+    let langs: Vec<Value> = (1..)
+        .zip(Language::ALL)
+        .map(|(id, l)| json!({ "id": id, "code": l.iso(), "lang": l.tesseract_code(), "name": l.native_name() }))
+        .collect();
     Ok(ok(&json!({
         "data": { "json": { "protocol": "1", "srvlangs": langs }, "html": ruok_html(results) },
         "status": "imok",

@@ -56,9 +56,14 @@ fn named_zones(rects: &Map<String, Value>) -> Result<Vec<(String, Zone)>, ApiErr
 
 fn cut_request(input: &Input) -> Result<CutRequest, ApiError> {
     let ocr_id = input.require("ocrID")?.to_owned();
-    let lang_raw = input.require("lang")?;
-    let lang = Language::parse(lang_raw)
-        .ok_or_else(|| invalid(format!("lang {lang_raw:?} is not one of fr, de, it, en (or fra, deu, ita, eng)")))?;
+    // Absent (ScanInvoices' rect and confirmvalues): the document's own language, found in core.
+    let lang = match input.text("lang") {
+        None => None,
+        Some(raw) => Some(
+            Language::parse(raw)
+                .ok_or_else(|| invalid(format!("lang {raw:?} is not one of fr, de, it, en (or fra, deu, ita, eng)")))?,
+        ),
+    };
     let ratio = Ratio::parse(input.require("ratio")?).map_err(zone_error)?;
     let page = match input.text("page") {
         None => 1,

@@ -15,6 +15,10 @@ use serde_json::Value;
 #[derive(Debug, Default)]
 pub struct Input {
     fields: Vec<(String, String)>,
+    /// Fields of a JSON body whose value was not a string, with the JSON type it had: kept as
+    /// text in `fields` (most routes take `"ratio": 0.5` as well as `"0.5"`), and told here to
+    /// the routes whose schema says `string` and must refuse anything else.
+    json_types: Vec<(String, &'static str)>,
     pub file: Option<Bytes>,
 }
 
@@ -33,6 +37,22 @@ impl Input {
         self.text(name).ok_or_else(|| ApiError::new(Code::ValidationFailed, format!("the field {name} is required")))
     }
 
+    /// The JSON type of a field sent as something else than a string (`"boolean"`, `"object"`,
+    /// `"array"`, `"number"`, `"null"`); `None` for a string, a form field or an absent field.
+    pub fn json_type(&self, name: &str) -> Option<&'static str> {
+        self.json_types.iter().rev().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, t)| *t)
+    }
+
+    /// Refuses, with 422, any of `names` sent in JSON as something else than a string.
+    pub fn require_strings(&self, names: &[&str]) -> Result<(), ApiError> {
+        match names.iter().find_map(|n| self.json_type(n).map(|t| (n, t))) {
+            None => Ok(()),
+            Some((name, t)) => {
+                Err(ApiError::new(Code::ValidationFailed, format!("the field {name} must be a string, not {t}")))
+            }
+        }
+    }
+
     /// A field as if the client had sent it.
     #[cfg(test)]
     pub fn push_field(&mut self, name: &str, value: &str) {
@@ -41,6 +61,17 @@ impl Input {
 
     fn push_json_object(&mut self, object: serde_json::Map<String, Value>) {
         for (k, v) in object {
+            let kind = match &v {
+                Value::String(_) => None,
+                Value::Null => Some("null"),
+                Value::Bool(_) => Some("a boolean"),
+                Value::Number(_) => Some("a number"),
+                Value::Array(_) => Some("an array"),
+                Value::Object(_) => Some("an object"),
+            };
+            if let Some(kind) = kind {
+                self.json_types.push((k.clone(), kind));
+            }
             let text = match v {
                 Value::Null => continue,
                 Value::String(s) => s,
@@ -181,6 +212,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn json_types_other_than_string_are_told() {
+        let mut input = Input::default();
+        input.push_json_object(
+            serde_json::json!({"a": "x", "b": true, "c": {"k": 1}, "d": null, "e": 2}).as_object().unwrap().clone(),
+        );
+        assert_eq!(input.json_type("a"), None);
+        assert_eq!(input.json_type("B"), Some("a boolean"));
+        assert_eq!(input.text("c"), Some(r#"{"k":1}"#));
+        assert_eq!(input.json_type("d"), Some("null"));
+        assert!(input.require_strings(&["a"]).is_ok());
+        let err = input.require_strings(&["a", "c"]).unwrap_err();
+        assert!(err.message.contains("c must be a string, not an object"), "{}", err.message);
+    }
+
+    #[test]
     fn decodes_forms() {
         assert_eq!(
             parse_urlencoded("a=1&b=x+y%21&c").unwrap(),
@@ -192,7 +238,11 @@ mod tests {
 
     #[test]
     fn fields_are_found_without_case_and_body_wins() {
-        let input = Input { fields: vec![("ocrid".into(), "q".into()), ("ocrID".into(), " b ".into())], file: None };
+        let input = Input {
+            fields: vec![("ocrid".into(), "q".into()), ("ocrID".into(), " b ".into())],
+            json_types: Vec::new(),
+            file: None,
+        };
         assert_eq!(input.text("OCRID"), Some("b"));
         assert!(input.require("lang").is_err());
     }

@@ -110,18 +110,21 @@ pub static ROUTES: &[Route] = &[
     ocr_route!(GET "/api/ocrs", "getOcrs", "A submitted document, or with action=jpegDownload its page as JPEG", DOCS,
         Access::Authenticated, params: &[], query: GET_OCRS_QUERY, request: None, success: PROCESSING,
         limit: JSON_BODY_LIMIT, errors: &[404, 503], |m| on(m, documents::get_ocrs)),
-    ocr_route!(POST "/api/ping", "ping", "Readiness and token check; the caller's profile", ENDPOINTS,
+    ocr_route!(POST "/api/ping", "ping", "Readiness and token check; the caller's profile (answers during maintenance)", ENDPOINTS,
         Access::Authenticated, params: &[], query: &[], request: None, success: PING,
-        limit: JSON_BODY_LIMIT, errors: &[503], |m| on(m, account::ping)),
-    ocr_route!(POST "/api/profile", "getProfile", "The caller's profile", LOGIN,
+        limit: JSON_BODY_LIMIT, errors: &[], |m| on(m, account::ping)),
+    ocr_route!(GET "/api/ping", "pingProbe", "Availability probe: without a key {status, protocol}; with a key as POST /api/ping", ENDPOINTS,
+        Access::Public, params: &[], query: &[], request: None, success: PING_PROBE,
+        limit: JSON_BODY_LIMIT, errors: &[401, 429], |m| on(m, account::ping_probe)),
+    ocr_route!(POST "/api/profile", "getProfile", "The caller's profile (answers during maintenance)", LOGIN,
         Access::Authenticated, params: &[], query: &[], request: None, success: PROFILE,
-        limit: JSON_BODY_LIMIT, errors: &[503], |m| on(m, account::get_profile)),
-    ocr_route!(POST "/api/login", "ocrLogin", "A new API key for an email and password", LOGIN,
+        limit: JSON_BODY_LIMIT, errors: &[], |m| on(m, account::get_profile)),
+    ocr_route!(POST "/api/login", "ocrLogin", "A new API key for an email and password (answers during maintenance)", LOGIN,
         Access::Public, params: &[], query: &[], request: Some(LOGIN_REQUEST), success: TOKEN,
-        limit: JSON_BODY_LIMIT, errors: &[401, 429, 503], |m| on(m, account::login)),
-    ocr_route!(POST "/api/logout", "ocrLogout", "Revoke the calling API key", LOGIN,
+        limit: JSON_BODY_LIMIT, errors: &[401, 429], |m| on(m, account::login)),
+    ocr_route!(POST "/api/logout", "ocrLogout", "Revoke the calling API key (answers during maintenance)", LOGIN,
         Access::Authenticated, params: &[], query: &[], request: None, success: LOGGED_OUT,
-        limit: JSON_BODY_LIMIT, errors: &[503], |m| on(m, account::logout)),
+        limit: JSON_BODY_LIMIT, errors: &[], |m| on(m, account::logout)),
     ocr_route!(POST "/api/register", "ocrRegister", "Self-registration, when the installation enables it (404 otherwise)", LOGIN,
         Access::Public, params: &[], query: &[], request: Some(REGISTER_REQUEST), success: TOKEN,
         limit: JSON_BODY_LIMIT, errors: &[404, 409, 429, 503], |m| on(m, account::register)),
@@ -175,12 +178,12 @@ pub const CUT_REQUEST: Schema = Schema(|| {
     let object = |d: &str| json!({ "anyOf": [{ "type": "string" }, { "type": "object" }], "description": d });
     json!({
         "type": "object",
-        "required": ["ocrID", "ratio", "lang"],
+        "required": ["ocrID", "ratio"],
         "properties": {
             "ocrID": { "type": "string", "minLength": 1 },
             "ratio": { "type": "string", "pattern": "^\\s*[0-9]+([.,][0-9]+)?\\s*$", "description": "the zoom at which the page was shown" },
             "rect": { "type": "string", "description": "x:y:w:h in displayed pixels; several joined by ; for multicut" },
-            "lang": { "type": "string", "enum": ["fr", "de", "it", "en", "fra", "deu", "ita", "eng"] },
+            "lang": { "type": "string", "enum": ["fr", "de", "it", "en", "fra", "deu", "ita", "eng"], "description": "default: the language the document was uploaded with" },
             "action": { "type": "string", "enum": ["", "default", "rect", "multicut", "confirmvalues"] },
             "page": { "type": "string", "pattern": "^[1-9][0-9]{0,8}$" },
             "jsonRect": object("named zones {\"totalttcRect\": \"x:y:w:h\"}, as an object or its JSON text"),
@@ -256,7 +259,7 @@ pub const STATS: Schema = Schema(|| {
 });
 
 pub const STATS_REQUEST: Schema = Schema(
-    || json!({ "type": "object", "properties": { "month": { "type": "string", "pattern": "^[0-9]{4}-[0-9]{2}$" } } }),
+    || json!({ "type": "object", "properties": { "month": { "type": "string", "pattern": "^[0-9]{4}-(0[1-9]|1[0-2])$" } } }),
 );
 
 fn software_record() -> Value {
@@ -297,8 +300,11 @@ pub const SOFTWARE_FIELDS: Schema =
 
 pub const SOFTWARE_CREATE: Schema = Schema(|| {
     let mut props = software_fields();
-    props.insert("id".into(), json!({ "type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$" }));
-    json!({ "type": "object", "required": ["id", "name"], "properties": props })
+    props.insert(
+        "id".into(),
+        json!({ "type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$", "description": "default: made from the name (lowercase, - for spaces and punctuation; a random suffix when taken)" }),
+    );
+    json!({ "type": "object", "required": ["name"], "properties": props })
 });
 
 const STR: fn() -> Value = || json!({ "type": "string" });
@@ -340,6 +346,16 @@ pub const PING: Schema = Schema(|| {
     })
 });
 
+/// `GET /api/ping`: the probe's answer without a key, the profile with one.
+pub const PING_PROBE: Schema = Schema(|| {
+    let probe = json!({
+        "type": "object",
+        "required": ["status", "protocol"],
+        "properties": { "status": { "type": "string", "const": "ok" }, "protocol": { "type": "string", "const": "1" } }
+    });
+    json!({ "anyOf": [probe, PING.render()] })
+});
+
 pub const TOKEN: Schema = Schema(|| {
     json!({
         "type": "object",
@@ -366,7 +382,16 @@ pub const RUOK: Schema = Schema(|| {
                     "json": {
                         "type": "object",
                         "required": ["protocol", "srvlangs"],
-                        "properties": { "protocol": STR(), "srvlangs": { "type": "array", "items": STR() } }
+                        "properties": { "protocol": STR(), "srvlangs": { "type": "array", "items": {
+                            "type": "object",
+                            "required": ["id", "code", "lang", "name"],
+                            "properties": {
+                                "id": { "type": "integer", "minimum": 1 },
+                                "code": { "type": "string", "description": "ISO 639-1 (fr)" },
+                                "lang": { "type": "string", "description": "Tesseract's code (fra)" },
+                                "name": { "type": "string", "description": "the language's own name (Français)" }
+                            }
+                        } } }
                     }
                 }
             }
@@ -425,6 +450,10 @@ pub fn adjust_operation(route: &Route, op: &mut Value) {
     } else if route.request.is_some() {
         let schema = op["requestBody"]["content"]["application/json"]["schema"].clone();
         op["requestBody"]["content"]["application/x-www-form-urlencoded"] = json!({ "schema": schema });
+    }
+    if route.operation_id == "pingProbe" {
+        // The key is optional: without one the route answers the availability probe.
+        op["security"] = json!([{}, { "bearerAuth": [] }, { "apiKeyHeader": [] }]);
     }
     if route.operation_id == "getOcrs" {
         op["responses"]["200"]["content"]["image/jpeg"] = json!({ "schema": { "type": "string", "format": "binary" } });

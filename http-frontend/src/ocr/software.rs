@@ -28,7 +28,12 @@ fn record(s: &Software) -> Value {
     })
 }
 
+/// The record's fields are strings (the schema's `type`); a boolean or an object is refused, not
+/// stored as its JSON text.
+const STRING_FIELDS: &[&str] = &["id", "name", "latest_version", "min_version", "download_url", "notes"];
+
 fn fields(input: &Input) -> Result<SoftwareFields, ApiError> {
+    input.require_strings(STRING_FIELDS)?;
     let get = |k: &str| input.get(k).unwrap_or("");
     Ok(SoftwareFields::new(get("name"), get("latest_version"), get("min_version"), get("download_url"), get("notes"))?)
 }
@@ -59,8 +64,9 @@ pub async fn create(
 ) -> Result<Response, OcrError> {
     gate(&state, &Method::POST).await?;
     let input = input::read(req, &state, JSON_LIMITS).await?;
-    let id = SoftwareId::parse(input.require("id")?).map_err(ApiError::from)?;
     let fields = fields(&input)?;
+    // Without an id, core makes one from the name (returned in the answer).
+    let id = input.get("id").map(SoftwareId::parse).transpose().map_err(ApiError::from)?;
     let app = state.ocr.clone();
     let made = run_blocking(move || software::create(&app, &p, &ctx, id, fields).map_err(ApiError::from)).await?;
     Ok(ok(&record(&made)))

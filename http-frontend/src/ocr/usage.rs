@@ -34,6 +34,15 @@ pub async fn subscription(State(state): State<AppState>, Auth(p): Auth) -> Resul
     })))
 }
 
+/// `YYYY-MM` with a month from 01 to 12 (the schema's pattern says the same).
+fn is_month(m: &str) -> bool {
+    let b = m.as_bytes();
+    b.len() == 7
+        && b[4] == b'-'
+        && b.iter().enumerate().all(|(i, c)| i == 4 || c.is_ascii_digit())
+        && matches!(&m[5..], "01" | "02" | "03" | "04" | "05" | "06" | "07" | "08" | "09" | "10" | "11" | "12")
+}
+
 /// GET, or POST with an optional `month` (`YYYY-MM`) to see one month only.
 pub async fn stats(
     State(state): State<AppState>,
@@ -46,16 +55,15 @@ pub async fn stats(
         return Ok(page);
     }
     let input = input::read(req, &state, JSON_LIMITS).await?;
+    input.require_strings(&["month"])?;
     let month = match input.text("month") {
         None => None,
-        Some(m)
-            if m.len() == 7
-                && m.as_bytes()[4] == b'-'
-                && m.bytes().enumerate().all(|(i, b)| i == 4 || b.is_ascii_digit()) =>
-        {
-            Some(m.to_owned())
+        Some(m) if is_month(m) => Some(m.to_owned()),
+        Some(m) => {
+            return Err(
+                ApiError::new(Code::ValidationFailed, format!("month {m:?} is not YYYY-MM (month 01 to 12)")).into()
+            );
         }
-        Some(m) => return Err(ApiError::new(Code::ValidationFailed, format!("month {m:?} is not YYYY-MM")).into()),
     };
     let app = state.ocr.clone();
     let s = run_blocking(move || usage::stats(&app, &p, &email).map_err(ApiError::from)).await?;
@@ -67,4 +75,17 @@ pub async fn stats(
         "pages_per_month": s.plan.pages_per_month,
         "months": months,
     })))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn months_are_01_to_12() {
+        for good in ["2026-01", "2026-12", "0001-09"] {
+            assert!(super::is_month(good), "{good}");
+        }
+        for bad in ["2026-13", "2026-00", "2026-1", "2026/01", "20x6-01", "2026-01-01", "２026-01"] {
+            assert!(!super::is_month(bad), "{bad}");
+        }
+    }
 }

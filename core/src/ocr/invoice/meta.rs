@@ -113,12 +113,6 @@ pub struct CompanyDetails {
     pub numero_tva_intra: Option<String>,
 }
 
-impl CompanyDetails {
-    fn is_empty(&self) -> bool {
-        *self == CompanyDetails::default()
-    }
-}
-
 /// One VAT rate of the breakdown (`value_taxN` / `amount_taxN`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TaxLine {
@@ -193,9 +187,16 @@ impl InvoiceMeta {
         }
         let mut m = Map::new();
         let mut conf = Map::new();
-        let mut put = |name: &str, value: Value, confidence: f32| {
-            m.insert(name.to_owned(), value);
-            conf.insert(name.to_owned(), json!((f64::from(confidence) * 100.0).round() / 100.0));
+        // Every key the client reads is there (decisions.md): `""` when not found, with no
+        // confidence.
+        let mut put = |name: &str, found: Option<(Value, f32)>| match found {
+            Some((value, confidence)) => {
+                m.insert(name.to_owned(), value);
+                conf.insert(name.to_owned(), json!((f64::from(confidence) * 100.0).round() / 100.0));
+            }
+            None => {
+                m.insert(name.to_owned(), Value::String(String::new()));
+            }
         };
         let text = |f: &Option<Found<String>>| f.as_ref().map(|f| (Value::String(f.value.clone()), f.confidence));
         let money = |f: &Option<Found<Amount>>| f.as_ref().map(|f| (Value::String(f.value.to_string()), f.confidence));
@@ -217,15 +218,14 @@ impl InvoiceMeta {
             ("delivery_untaxed", money(&self.delivery_untaxed)),
             ("iban", text(&self.iban)),
         ] {
-            if let Some((value, c)) = v {
-                put(name, value, c);
-            }
+            put(name, v);
         }
-        for (i, t) in self.taxes.iter().take(4).enumerate() {
-            put(&format!("value_tax{}", i + 1), Value::String(t.rate.to_string()), t.confidence);
-            put(&format!("amount_tax{}", i + 1), Value::String(t.amount.to_string()), t.confidence);
+        for i in 0..4 {
+            let t = self.taxes.get(i);
+            put(&format!("value_tax{}", i + 1), t.map(|t| (Value::String(t.rate.to_string()), t.confidence)));
+            put(&format!("amount_tax{}", i + 1), t.map(|t| (Value::String(t.amount.to_string()), t.confidence)));
         }
-        if !self.company_details.is_empty() {
+        {
             let c = &self.company_details;
             let s = |v: &Option<String>| Value::String(v.clone().unwrap_or_default());
             m.insert(
@@ -236,7 +236,7 @@ impl InvoiceMeta {
                 }),
             );
         }
-        if !self.products.is_empty() {
+        {
             let money = |a: &Option<Amount>| Value::String(a.map(|a| a.to_string()).unwrap_or_default());
             let lines: Vec<Value> = self
                 .products
@@ -246,6 +246,8 @@ impl InvoiceMeta {
                         "ref": p.reference.clone().unwrap_or_default(), "label": p.label,
                         "qty": money(&p.qty), "unit_price": money(&p.unit_price),
                         "total_ht": money(&p.total_ht), "tax_value": money(&p.tax_value),
+                        // Read by the client on every line; not extracted yet.
+                        "desc": "", "remise_percent": "", "ecounit": "", "ecopart": "", "rpcp": "",
                     })
                 })
                 .collect();
@@ -259,6 +261,78 @@ impl InvoiceMeta {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The keys ScanInvoices reads from `meta` and from each product line.
+    const CLIENT_KEYS: &[&str] = &[
+        "supplier_name",
+        "supplier_numtva",
+        "supplier_siret",
+        "company_details",
+        "invoice_number",
+        "invoice_label",
+        "date",
+        "due_date",
+        "currency",
+        "amount",
+        "amount_untaxed",
+        "amount_tax",
+        "value_tax1",
+        "value_tax2",
+        "value_tax3",
+        "value_tax4",
+        "amount_tax1",
+        "amount_tax2",
+        "amount_tax3",
+        "amount_tax4",
+        "exo_tax_base",
+        "eco_part",
+        "delivery_untaxed",
+        "iban",
+        "products",
+        "confidence",
+    ];
+
+    #[test]
+    fn every_key_the_client_reads_is_there_empty_when_not_found() {
+        let meta = InvoiceMeta {
+            amount: Some(Found { value: Amount::parse_machine("120").unwrap(), confidence: 0.9 }),
+            taxes: vec![TaxLine {
+                rate: Amount::parse_machine("20").unwrap(),
+                base: None,
+                amount: Amount::parse_machine("20").unwrap(),
+                confidence: 0.8,
+            }],
+            products: vec![Product { label: "Papier".into(), ..Product::default() }],
+            ..InvoiceMeta::default()
+        };
+        let json = meta.to_json();
+        for key in CLIENT_KEYS {
+            assert!(json.get(key).is_some(), "{key} missing: {json}");
+        }
+        assert_eq!(json["amount"], "120.00");
+        assert_eq!(json["exo_tax_base"], "");
+        assert_eq!(json["value_tax1"], "20.00");
+        assert_eq!((json["value_tax2"].as_str(), json["amount_tax4"].as_str()), (Some(""), Some("")));
+        assert_eq!(json["company_details"]["numeroTvaIntra"], "");
+        assert!(json["confidence"].get("exo_tax_base").is_none(), "no confidence for what was not found");
+        let line = &json["products"][0];
+        for key in [
+            "ref",
+            "label",
+            "qty",
+            "unit_price",
+            "total_ht",
+            "tax_value",
+            "desc",
+            "remise_percent",
+            "ecounit",
+            "ecopart",
+            "rpcp",
+        ] {
+            assert!(line[key].is_string(), "line key {key}: {line}");
+        }
+        assert_eq!(line["label"], "Papier");
+    }
 
     #[test]
     fn amounts_parse_and_print_as_decimal_strings() {
