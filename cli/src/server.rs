@@ -76,6 +76,7 @@ pub struct Bound {
     delivery: DeliveryConfig,
     webhooks: courrier_core::mailing::webhooks::WebhookConfig,
     delivery_workers: usize,
+    limits: ServerLimits,
 }
 
 impl Bound {
@@ -92,10 +93,16 @@ impl Bound {
 /// Wires the application and binds the listening socket, so that a bad address or a busy port
 /// is reported before anything runs.
 pub fn bind(config: &Config, build: BuildInfo) -> Result<Bound, CliError> {
+    // One descriptor per connection: the inherited soft limit (often 1,024) would refuse accepts
+    // below the connection cap.
+    match courrier_core::adapters::open_files::raise_to_hard_limit() {
+        Ok(limit) => tracing::debug!(open_files = limit, "open-file limit"),
+        Err(e) => tracing::warn!(error = %e, "cannot raise the open-file limit"),
+    }
     let app = wire(config, build)?;
+    let limits = ServerLimits::default();
     let bind_err = |source| CliError::Bind { addr: config.listen.to_string(), source };
-    let listener = std::net::TcpListener::bind(config.listen).map_err(bind_err)?;
-    listener.set_nonblocking(true).map_err(bind_err)?;
+    let listener = courrier_http::server::listen(config.listen, limits.backlog()).map_err(bind_err)?;
     let mut state = courrier_http::AppState::new(Arc::clone(&app));
     state.ocr_registration = config.ocr_registration;
     let router = courrier_http::router(state);
@@ -106,6 +113,7 @@ pub fn bind(config: &Config, build: BuildInfo) -> Result<Bound, CliError> {
         delivery: delivery_config(config),
         webhooks: webhook_config(config),
         delivery_workers: config.delivery_workers,
+        limits,
     })
 }
 
@@ -123,7 +131,7 @@ pub fn run(bound: Bound, shutdown: impl Future<Output = ()> + Send + 'static) ->
         let housekeeping = tokio::spawn(housekeeping(Arc::clone(&bound.app)));
         let workers =
             crate::workers::start(Arc::clone(&bound.app), bound.delivery, bound.webhooks, bound.delivery_workers);
-        let served = courrier_http::server::serve(listener, bound.router, ServerLimits::default(), shutdown).await;
+        let served = courrier_http::server::serve(listener, bound.router, bound.limits, shutdown).await;
         housekeeping.abort();
         // Copies in flight finish their SMTP exchange; the rest stay queued for the next start.
         tokio::task::spawn_blocking(move || workers.stop()).await.ok();

@@ -13,6 +13,7 @@ mod ocr;
 mod openapi;
 mod sends;
 mod shutdown;
+mod slow_clients;
 mod smtp;
 mod tidy;
 mod webhooks;
