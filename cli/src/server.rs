@@ -31,7 +31,22 @@ pub fn wire(config: &Config, build: BuildInfo) -> Result<Arc<Courrier>, CliError
         config.ocr_sandbox_bin.clone().or_else(courrier_core::adapters::pdf_sandbox::default_exe).ok_or_else(|| {
             ConfigError::Invalid { var: "COURRIER_OCR_SANDBOX_BIN", reason: "cannot find this executable".into() }
         })?;
-    let mut ocr = courrier_core::adapters::ocr_services(&config.documents_dir(), sandbox, config.ocr_workers);
+    // Scratch folders a killed server left behind hold documents users sent: not kept.
+    let swept = courrier_core::adapters::pdf_sandbox::sweep_stale_scratch();
+    if swept > 0 {
+        tracing::info!(folders = swept, "stale PDF sandbox scratch folders removed");
+    }
+    let sandbox_limits = courrier_core::adapters::pdf_sandbox::SandboxLimits {
+        max_helpers: config.ocr_helpers,
+        wall_time: std::time::Duration::from_secs(config.ocr_document_secs),
+        ..Default::default()
+    };
+    let mut ocr = courrier_core::adapters::ocr_services_with(
+        &config.documents_dir(),
+        sandbox,
+        config.ocr_workers,
+        sandbox_limits,
+    );
     ocr.limits.pages_per_month = config.ocr_pages_per_month;
     let data_key = courrier_core::adapters::data_key::load_or_create(&config.data_dir)
         .map_err(|reason| ConfigError::Invalid { var: "COURRIER_DATA_DIR", reason })?;

@@ -11,6 +11,7 @@ mod invoices;
 mod members;
 mod ocr;
 mod openapi;
+mod pdf_bombs;
 mod sends;
 mod shutdown;
 mod slow_clients;

@@ -15,16 +15,27 @@ pub mod system_clock;
 pub mod tesseract;
 
 /// The OCR service's real adapters: documents under `documents_dir`, PDFs read by
-/// `<sandbox_exe> sandbox`, Tesseract on `ocr_workers` threads.
+/// `<sandbox_exe> sandbox` (at most `ocr_workers` at once), Tesseract on `ocr_workers` threads.
 pub fn ocr_services(
     documents_dir: &std::path::Path,
     sandbox_exe: std::path::PathBuf,
     ocr_workers: usize,
 ) -> crate::ocr::OcrServices {
+    let sandbox = pdf_sandbox::SandboxLimits { max_helpers: ocr_workers, ..pdf_sandbox::SandboxLimits::default() };
+    ocr_services_with(documents_dir, sandbox_exe, ocr_workers, sandbox)
+}
+
+/// As [`ocr_services`], the PDF sandbox's limits given.
+pub fn ocr_services_with(
+    documents_dir: &std::path::Path,
+    sandbox_exe: std::path::PathBuf,
+    ocr_workers: usize,
+    sandbox: pdf_sandbox::SandboxLimits,
+) -> crate::ocr::OcrServices {
     use std::sync::Arc;
     crate::ocr::OcrServices {
         engine: Arc::new(tesseract::TesseractPool::new(ocr_workers)),
-        pdf: Arc::new(pdf_sandbox::SandboxedPdfReader::new(sandbox_exe, pdf_sandbox::SandboxLimits::default())),
+        pdf: Arc::new(pdf_sandbox::SandboxedPdfReader::new(sandbox_exe, sandbox)),
         images: Arc::new(image_codec::ImageCrateCodec),
         blobs: Arc::new(blob_fs::FsBlobStore::new(documents_dir)),
         limits: crate::ocr::OcrLimits::default(),
