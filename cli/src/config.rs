@@ -33,6 +33,11 @@ pub struct Config {
     pub ocr_sandbox_bin: Option<PathBuf>,
     /// Tesseract worker threads (each with its own engines); the number of CPUs by default.
     pub ocr_workers: usize,
+    /// PDF sandbox processes running at once, shared by all requests (`COURRIER_OCR_HELPERS`,
+    /// default `ocr_workers`).
+    pub ocr_helpers: usize,
+    /// A PDF's deadline, its wait for a sandbox process included (`COURRIER_OCR_DOCUMENT_SECS`).
+    pub ocr_document_secs: u64,
     /// `POST /api/register` exists only when this is set (`COURRIER_OCR_REGISTRATION=1`).
     pub ocr_registration: bool,
     /// The `default` OCR plan's pages per user and month (`COURRIER_OCR_PAGES_PER_MONTH`, 0 = no
@@ -115,6 +120,8 @@ impl Config {
                 _ => return Err(invalid("COURRIER_OCR_WORKERS", format!("{raw:?} is not a number from 1 to 64"))),
             },
         };
+        let ocr_helpers = number("COURRIER_OCR_HELPERS", ocr_workers as i64, 1..=64)? as usize;
+        let ocr_document_secs = number("COURRIER_OCR_DOCUMENT_SECS", 60, 1..=3_600)? as u64;
         let ocr_registration = match get("COURRIER_OCR_REGISTRATION").as_deref().map(str::trim) {
             None | Some("" | "0" | "false") => false,
             Some("1" | "true") => true,
@@ -143,6 +150,8 @@ impl Config {
             delivery_workers,
             ocr_sandbox_bin: get("COURRIER_OCR_SANDBOX_BIN").map(PathBuf::from),
             ocr_workers,
+            ocr_helpers,
+            ocr_document_secs,
             ocr_registration,
             smtp_url,
             mail_from,

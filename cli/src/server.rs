@@ -48,7 +48,22 @@ pub fn wire(config: &Config, build: BuildInfo) -> Result<Services, CliError> {
         config.ocr_sandbox_bin.clone().or_else(courrier_core::adapters::pdf_sandbox::default_exe).ok_or_else(|| {
             ConfigError::Invalid { var: "COURRIER_OCR_SANDBOX_BIN", reason: "cannot find this executable".into() }
         })?;
-    let mut ocr_adapters = courrier_core::adapters::ocr_adapters(&config.documents_dir(), sandbox, config.ocr_workers);
+    // Scratch folders a killed server left behind hold documents users sent: not kept.
+    let swept = courrier_core::adapters::pdf_sandbox::sweep_stale_scratch();
+    if swept > 0 {
+        tracing::info!(folders = swept, "stale PDF sandbox scratch folders removed");
+    }
+    let sandbox_limits = courrier_core::adapters::pdf_sandbox::SandboxLimits {
+        max_helpers: config.ocr_helpers,
+        wall_time: std::time::Duration::from_secs(config.ocr_document_secs),
+        ..Default::default()
+    };
+    let mut ocr_adapters = courrier_core::adapters::ocr_adapters_with(
+        &config.documents_dir(),
+        sandbox,
+        config.ocr_workers,
+        sandbox_limits,
+    );
     ocr_adapters.limits.pages_per_month = config.ocr_pages_per_month;
     let data_key = courrier_core::adapters::data_key::load_or_create(&config.data_dir)
         .map_err(|reason| ConfigError::Invalid { var: "COURRIER_DATA_DIR", reason })?;
@@ -97,6 +112,7 @@ pub struct Bound {
     delivery: DeliveryConfig,
     webhooks: courrier_core::mailing::webhooks::WebhookConfig,
     delivery_workers: usize,
+    limits: ServerLimits,
 }
 
 impl Bound {
@@ -113,10 +129,16 @@ impl Bound {
 /// Wires the application and binds the listening socket, so that a bad address or a busy port
 /// is reported before anything runs.
 pub fn bind(config: &Config, build: BuildInfo) -> Result<Bound, CliError> {
+    // One descriptor per connection: the inherited soft limit (often 1,024) would refuse accepts
+    // below the connection cap.
+    match courrier_core::adapters::open_files::raise_to_hard_limit() {
+        Ok(limit) => tracing::debug!(open_files = limit, "open-file limit"),
+        Err(e) => tracing::warn!(error = %e, "cannot raise the open-file limit"),
+    }
     let services = wire(config, build)?;
+    let limits = ServerLimits::default();
     let bind_err = |source| CliError::Bind { addr: config.listen.to_string(), source };
-    let listener = std::net::TcpListener::bind(config.listen).map_err(bind_err)?;
-    listener.set_nonblocking(true).map_err(bind_err)?;
+    let listener = courrier_http::server::listen(config.listen, limits.backlog()).map_err(bind_err)?;
     let mut state = courrier_http::AppState::new(
         Arc::clone(&services.access),
         Arc::clone(&services.mailing),
@@ -132,6 +154,7 @@ pub fn bind(config: &Config, build: BuildInfo) -> Result<Bound, CliError> {
         delivery: delivery_config(config),
         webhooks: webhook_config(config),
         delivery_workers: config.delivery_workers,
+        limits,
     })
 }
 
@@ -153,7 +176,7 @@ pub fn run(bound: Bound, shutdown: impl Future<Output = ()> + Send + 'static) ->
             bound.webhooks,
             bound.delivery_workers,
         );
-        let served = courrier_http::server::serve(listener, bound.router, ServerLimits::default(), shutdown).await;
+        let served = courrier_http::server::serve(listener, bound.router, bound.limits, shutdown).await;
         housekeeping.abort();
         // Copies in flight finish their SMTP exchange; the rest stay queued for the next start.
         tokio::task::spawn_blocking(move || workers.stop()).await.ok();

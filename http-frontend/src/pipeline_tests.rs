@@ -235,7 +235,12 @@ fn a_slow_body_is_cut_off_by_the_read_time_out() {
 
 #[test]
 fn slowloris_connections_are_closed_and_the_cap_holds_the_rest_back() {
-    let limits = ServerLimits { header_read_timeout: Duration::from_secs(1), max_connections: 4, ..Default::default() };
+    let limits = ServerLimits {
+        header_read_timeout: Duration::from_secs(1),
+        max_connections: 4,
+        reserved_connections: 0,
+        ..Default::default()
+    };
     let p = start(limits, Duration::from_secs(30));
     // Four connections that never finish their headers take every slot.
     let slow: Vec<TcpStream> = (0..4)
@@ -263,6 +268,34 @@ fn slowloris_connections_are_closed_and_the_cap_holds_the_rest_back() {
         let text = String::from_utf8_lossy(&buf);
         assert!(text.is_empty() || text.starts_with("HTTP/1.1 408"), "{text}");
     }
+}
+
+/// Every regular slot held by slow clients: the operator's health probe is still answered, from the
+/// reserve, and a connection from the reserve that asks for anything else is closed unanswered.
+#[test]
+fn with_every_slot_taken_the_health_probe_is_served_from_the_reserve_and_nothing_else_is() {
+    let limits = ServerLimits {
+        header_read_timeout: Duration::from_secs(60),
+        max_connections: 3,
+        reserved_connections: 2,
+        ..Default::default()
+    };
+    let p = start(limits, Duration::from_secs(30));
+    let _slow: Vec<TcpStream> = (0..3)
+        .map(|_| {
+            let mut s = TcpStream::connect(p.addr).unwrap();
+            s.write_all(b"GET /api/v1/system/health HTTP/1.1\r\nHost: x\r\n").unwrap();
+            s
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let answer = raw(p.addr, b"GET /api/v1/system/health HTTP/1.1\r\nHost: x\r\n\r\n", Duration::from_secs(10));
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer:?}");
+    // One request per reserved connection: the server closed it after the answer (read_to_end
+    // returned), and said so.
+    assert!(answer.to_ascii_lowercase().contains("connection: close"), "{answer}");
+    let refused = raw(p.addr, b"GET /probe/items/1 HTTP/1.1\r\nHost: x\r\n\r\n", Duration::from_secs(10));
+    assert_eq!(refused, "", "a route outside /api/v1/system/ is not served from the reserve");
 }
 
 #[test]

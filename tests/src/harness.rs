@@ -240,8 +240,19 @@ impl ProcessApp {
 
     /// The server on an existing data directory (prepared by the CLI, or left by a crash).
     pub fn spawn_in(dir: tempfile::TempDir, env: &[(&str, &str)]) -> Self {
+        Self::spawn_cmd(dir, Command::new(courrier_bin()), env)
+    }
+
+    /// The server started with a soft open-file limit of `soft` (as many systems hand down 1,024),
+    /// its hard limit unchanged.
+    pub fn spawn_with_soft_open_files(soft: u64, env: &[(&str, &str)]) -> Self {
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c").arg(format!("ulimit -Sn {soft} && exec \"$0\" \"$@\"")).arg(courrier_bin());
+        Self::spawn_cmd(tempfile::tempdir().unwrap(), cmd, env)
+    }
+
+    fn spawn_cmd(dir: tempfile::TempDir, mut cmd: Command, env: &[(&str, &str)]) -> Self {
         let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-        let mut cmd = Command::new(courrier_bin());
         cmd.arg("--data-dir").arg(dir.path()).arg("serve").env("COURRIER_LISTEN", addr.to_string());
         for (k, v) in env {
             cmd.env(k, v);

@@ -16,6 +16,17 @@
 //! a length-prefixed body: `N` page count (u32), `T` text, `J` JPEG bytes, `G` width (u32) height
 //! (u32) and gray pixels, `X` an embedded invoice XML, `E` an error kind byte and message.
 //! Integers are big-endian; lengths are u64.
+//!
+//! PDF bombs (issue 16: a 1.7 KB PDF drawing one image declared 100,000 x 100,000 pixels took
+//! 13-14 s a page): the child sums the pixels the pages' images *declare* before anything decodes
+//! them and refuses a page or a document over its budget at once. `courrier sandbox document`
+//! reads a document's embedded invoice and its pages in one process: one deadline (the parent's
+//! wall time, counted from the request, waiting for a helper slot included) and one CPU budget
+//! for the document, which the poppler tools it runs page after page draw from (each is started
+//! with what is left). At most `max_helpers` children run at once, whatever the number of
+//! requests. The scratch folder that holds the PDF for poppler is made and removed by the parent,
+//! so a child killed at its limit leaves nothing behind; the server sweeps the folders of dead
+//! servers when it starts.
 
 use crate::ocr::engine::GrayImage;
 use crate::ocr::pdf::{PdfError, PdfPage, PdfReader};
@@ -33,6 +44,9 @@ pub struct SandboxLimits {
     pub file_size_bytes: u64,
     pub wall_time: Duration,
     pub max_output_bytes: u64,
+    /// Sandbox children running at once, shared by all requests; the others wait their turn
+    /// within their wall time.
+    pub max_helpers: usize,
 }
 
 impl Default for SandboxLimits {
@@ -47,6 +61,7 @@ impl Default for SandboxLimits {
             // 50 pages rendered at the pixel cap below would be 2 GB: scanned pages come back as
             // JPEGs when they are, and documents this large are refused rather than held in memory.
             max_output_bytes: 512 * 1024 * 1024,
+            max_helpers: 2,
         }
     }
 }
@@ -62,6 +77,15 @@ const MAX_INFLATED_TOTAL: u64 = 512 * 1024 * 1024;
 const MAX_RENDER_PIXELS: f64 = 40_000_000.0;
 const RENDER_DPI: f64 = 300.0;
 
+/// The pixels a page's images may declare (a 1,200 dpi A4 colour scan is 140 million) and all of a
+/// document's pages together: checked from the images' `/Width` and `/Height` before anything is
+/// decoded; over either, the document is refused.
+pub const MAX_PAGE_DECLARED_PIXELS: u64 = 150_000_000;
+pub const MAX_DOCUMENT_DECLARED_PIXELS: u64 = 1_000_000_000;
+
+/// The prefix of the scratch folders in the temporary directory: `courrier-sandbox-<server pid>-<random>`.
+const SCRATCH_PREFIX: &str = "courrier-sandbox-";
+
 // ---------------------------------------------------------------------------------------------
 // Parent side.
 
@@ -69,29 +93,87 @@ const RENDER_DPI: f64 = 300.0;
 pub struct SandboxedPdfReader {
     exe: PathBuf,
     limits: SandboxLimits,
+    helpers: HelperSlots,
+}
+
+/// The cap on sandbox children running at once: a counting semaphore that waits with a deadline.
+#[derive(Default)]
+struct HelperSlots {
+    state: std::sync::Mutex<HelperCount>,
+    freed: std::sync::Condvar,
+}
+
+#[derive(Default)]
+struct HelperCount {
+    running: usize,
+    peak: usize,
+}
+
+/// A helper slot, given back when dropped.
+struct HelperSlot<'a>(&'a HelperSlots);
+
+impl HelperSlots {
+    fn acquire(&self, cap: usize, deadline: Instant) -> Option<HelperSlot<'_>> {
+        let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        while state.running >= cap.max(1) {
+            let left = deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero())?;
+            state = self.freed.wait_timeout(state, left).unwrap_or_else(std::sync::PoisonError::into_inner).0;
+        }
+        state.running += 1;
+        state.peak = state.peak.max(state.running);
+        Some(HelperSlot(self))
+    }
+}
+
+impl Drop for HelperSlot<'_> {
+    fn drop(&mut self) {
+        let mut state = self.0.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        state.running -= 1;
+        drop(state);
+        self.0.freed.notify_one();
+    }
 }
 
 impl SandboxedPdfReader {
     /// `exe` is the `courrier` binary (the server's own executable in production).
     pub fn new(exe: PathBuf, limits: SandboxLimits) -> Self {
-        Self { exe, limits }
+        Self { exe, limits, helpers: HelperSlots::default() }
+    }
+
+    /// The most sandbox children that ever ran at once (never more than `max_helpers`).
+    pub fn peak_helpers(&self) -> usize {
+        self.helpers.state.lock().map_or(0, |s| s.peak)
     }
 
     fn run(&self, args: &[String], pdf: &[u8]) -> Result<Vec<Record>, PdfError> {
         let limits = &self.limits;
+        // One deadline for the document, its wait for a helper slot included.
+        let started = Instant::now();
+        let deadline = started + limits.wall_time;
+        let _slot = self.helpers.acquire(limits.max_helpers, deadline).ok_or_else(|| {
+            PdfError::Unavailable(format!(
+                "every PDF reader stayed busy for {} s; try again later",
+                limits.wall_time.as_secs()
+            ))
+        })?;
+        // Made here, removed here on every path (the guard's drop), whatever becomes of the child.
+        let scratch = ScratchDir::new()?;
+        use std::os::unix::process::CommandExt;
         let mut child = Command::new(&self.exe)
+            // Its own process group: killed at the deadline, the poppler tool it runs goes with it.
+            .process_group(0)
             .arg("sandbox")
             .args(args)
             .env("COURRIER_SANDBOX_AS", limits.address_space_bytes.to_string())
             .env("COURRIER_SANDBOX_CPU", limits.cpu_seconds.to_string())
             .env("COURRIER_SANDBOX_FSIZE", limits.file_size_bytes.to_string())
+            .env("COURRIER_SANDBOX_SCRATCH", scratch.path())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .map_err(|e| PdfError::Unavailable(format!("cannot start {} sandbox: {e}", self.exe.display())))?;
         let (mut stdin, mut stdout, mut stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
-        let started = Instant::now();
         let outcome = std::thread::scope(|s| {
             // Written from its own thread: a child that stops reading must not block us.
             s.spawn(move || {
@@ -114,7 +196,7 @@ impl SandboxedPdfReader {
                 }
                 buf
             });
-            let status = wait_within(&mut child, limits.wall_time, started);
+            let status = wait_until(&mut child, deadline);
             let out = out.join().unwrap_or_default();
             let err = err.join().unwrap_or_default();
             (status, out, err)
@@ -124,7 +206,7 @@ impl SandboxedPdfReader {
         let status = status.map_err(|e| PdfError::Unavailable(format!("waiting for the sandbox: {e}")))?;
         let Some(status) = status else {
             tracing::warn!(stderr = %stderr_text, "PDF sandbox killed after its wall time");
-            return Err(PdfError::LimitExceeded(format!("took longer than {} s", limits.wall_time.as_secs())));
+            return Err(PdfError::LimitExceeded(format!("took longer than {} s", limits.wall_time.as_secs_f64())));
         };
         if out.len() as u64 > limits.max_output_bytes {
             return Err(PdfError::LimitExceeded("its output is too large".into()));
@@ -148,16 +230,14 @@ impl SandboxedPdfReader {
 }
 
 /// `Some(status)` when the child ended in time; `None` when it was killed at the deadline.
-fn wait_within(
-    child: &mut std::process::Child,
-    wall: Duration,
-    started: Instant,
-) -> std::io::Result<Option<ExitStatus>> {
+fn wait_until(child: &mut std::process::Child, deadline: Instant) -> std::io::Result<Option<ExitStatus>> {
     loop {
         if let Some(status) = child.try_wait()? {
             return Ok(Some(status));
         }
-        if started.elapsed() >= wall {
+        if Instant::now() >= deadline {
+            let _ =
+                Command::new("kill").args(["-KILL", "--", &format!("-{}", child.id())]).stderr(Stdio::null()).status();
             let _ = child.kill();
             let _ = child.wait();
             return Ok(None);
@@ -182,6 +262,20 @@ impl PdfReader for SandboxedPdfReader {
     fn content(&self, pdf: &[u8], max_pages: u32) -> Result<Vec<PdfPage>, PdfError> {
         let records = self.run(&["content".into(), max_pages.to_string()], pdf)?;
         Ok(records.into_iter().filter_map(Record::into_page).collect())
+    }
+
+    fn document(&self, pdf: &[u8], max_pages: u32) -> Result<(Option<Vec<u8>>, Vec<PdfPage>), PdfError> {
+        let records = self.run(&["document".into(), max_pages.to_string()], pdf)?;
+        let mut xml = None;
+        let mut pages = Vec::new();
+        for r in records {
+            match r {
+                Record::Xml(x) => xml = Some(x),
+                Record::Page(p) => pages.push(p),
+                Record::Count(_) | Record::Error(_) => {}
+            }
+        }
+        Ok((xml, pages))
     }
 
     fn page_image(&self, pdf: &[u8], page: u32) -> Result<(u32, PdfPage), PdfError> {
@@ -309,6 +403,11 @@ pub fn child_main(args: &[String]) -> u8 {
     }
     let result = match args {
         [mode, n] if mode == "content" => n.parse().map_err(|_| bad_args()).and_then(|max| content(&pdf, max)),
+        [mode, n] if mode == "document" => n.parse().map_err(|_| bad_args()).and_then(|max| {
+            let mut records = invoice_xml(&pdf)?;
+            records.extend(content(&pdf, max)?);
+            Ok(records)
+        }),
         [mode, n] if mode == "page" => n.parse().map_err(|_| bad_args()).and_then(|page| page_image(&pdf, page)),
         [mode] if mode == "xml" => invoice_xml(&pdf),
         _ => Err(bad_args()),
@@ -327,7 +426,7 @@ pub fn child_main(args: &[String]) -> u8 {
 }
 
 fn bad_args() -> PdfError {
-    PdfError::Unavailable("usage: courrier sandbox content <max_pages> | page <n> | xml".into())
+    PdfError::Unavailable("usage: courrier sandbox content <max_pages> | document <max_pages> | page <n> | xml".into())
 }
 
 fn limit_self() -> std::io::Result<()> {
@@ -345,30 +444,97 @@ fn limit_self() -> std::io::Result<()> {
     Ok(())
 }
 
-/// A private directory for the poppler tools' input, removed when dropped.
-struct Scratch(PathBuf);
+/// The parent's scratch folder for one child: `<tmp>/courrier-sandbox-<pid>-<random>`, owner-only,
+/// removed when dropped (the child may have been killed; this side always runs).
+struct ScratchDir(PathBuf);
+
+impl ScratchDir {
+    fn new() -> Result<Self, PdfError> {
+        let name = format!("{SCRATCH_PREFIX}{}-{}", std::process::id(), crate::kernel::secrets::random_hex(8));
+        let dir = std::env::temp_dir().join(name);
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|e| PdfError::Unavailable(format!("scratch folder: {e}")))?;
+        Ok(Self(dir))
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Removes the scratch folders that servers no longer running left in the temporary directory (a
+/// server killed while a child ran): those named after a process that is gone, and those of the
+/// older unnamed form after an hour. Another running server's folders are kept. Returns how many
+/// were removed.
+pub fn sweep_stale_scratch() -> usize {
+    sweep_stale_scratch_in(&std::env::temp_dir())
+}
+
+fn sweep_stale_scratch_in(tmp: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(tmp) else { return 0 };
+    let me = std::process::id();
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(SCRATCH_PREFIX)) else { continue };
+        let stale = match rest.split_once('-').and_then(|(pid, _)| pid.parse::<u32>().ok()) {
+            Some(pid) => pid != me && !Path::new(&format!("/proc/{pid}")).exists(),
+            None => entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t.elapsed().is_ok_and(|age| age > Duration::from_secs(3600))),
+        };
+        if stale && entry.file_type().is_ok_and(|t| t.is_dir()) && std::fs::remove_dir_all(entry.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+/// The poppler tools' input: `in.pdf` in the folder the parent made (`COURRIER_SANDBOX_SCRATCH`),
+/// or, run by hand, in a private folder of its own, removed when dropped.
+struct Scratch {
+    dir: PathBuf,
+    owned: bool,
+}
 
 impl Scratch {
     fn new(pdf: &[u8]) -> Result<Self, PdfError> {
-        let dir = std::env::temp_dir().join(format!("courrier-sandbox-{}", crate::kernel::secrets::random_hex(8)));
         let fail = |e: std::io::Error| PdfError::Unavailable(format!("scratch file: {e}"));
-        {
-            use std::os::unix::fs::DirBuilderExt;
-            std::fs::DirBuilder::new().mode(0o700).create(&dir).map_err(fail)?;
-        }
-        let scratch = Scratch(dir);
+        let scratch = match std::env::var_os("COURRIER_SANDBOX_SCRATCH") {
+            Some(dir) => Scratch { dir: PathBuf::from(dir), owned: false },
+            None => {
+                let dir = std::env::temp_dir().join(format!(
+                    "{SCRATCH_PREFIX}{}-{}",
+                    std::process::id(),
+                    crate::kernel::secrets::random_hex(8)
+                ));
+                use std::os::unix::fs::DirBuilderExt;
+                std::fs::DirBuilder::new().mode(0o700).create(&dir).map_err(fail)?;
+                Scratch { dir, owned: true }
+            }
+        };
         std::fs::write(scratch.pdf(), pdf).map_err(fail)?;
         Ok(scratch)
     }
 
     fn pdf(&self) -> PathBuf {
-        self.0.join("in.pdf")
+        self.dir.join("in.pdf")
     }
 }
 
 impl Drop for Scratch {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        let _ = if self.owned { std::fs::remove_dir_all(&self.dir) } else { std::fs::remove_file(self.pdf()) };
     }
 }
 
@@ -418,7 +584,36 @@ fn check_inflated_sizes(doc: &lopdf::Document) -> Result<(), PdfError> {
     Ok(())
 }
 
+/// CPU seconds (user + system) used so far by this process and by its finished children, from
+/// `/proc/self/stat` (in clock ticks of 1/100 s, Linux's USER_HZ).
+fn cpu_used() -> Option<(f64, f64)> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let fields: Vec<&str> = stat.get(stat.rfind(')')? + 2..)?.split(' ').collect();
+    let tick = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).map(|t| t / 100.0);
+    // utime, stime, cutime, cstime are fields 14 to 17 of the line, 11 to 14 here (0-based).
+    Some((tick(11)? + tick(12)?, tick(13)? + tick(14)?))
+}
+
+/// The document's CPU budget is shared by this process and every tool it runs: before each tool,
+/// the limit this process hands down (and keeps for itself) becomes what the finished tools left.
+/// A page's tool cannot restart the count as a new process would.
+fn hand_down_cpu_budget() -> Result<(), PdfError> {
+    let budget = std::env::var("COURRIER_SANDBOX_CPU").ok().and_then(|v| v.parse().ok());
+    let budget = budget.unwrap_or(SandboxLimits::default().cpu_seconds) as f64;
+    let Some((own, children)) = cpu_used() else { return Ok(()) };
+    let left = budget - children;
+    if left <= own {
+        return Err(PdfError::LimitExceeded(format!("the document used its {budget} s of CPU time")));
+    }
+    let soft = left.ceil() as u64;
+    rlimit::Resource::CPU
+        .set(soft, soft + 1)
+        .map_err(|e| PdfError::Unavailable(format!("cannot lower the CPU limit: {e}")))
+}
+
 fn run_tool(program: &str, args: &[&std::ffi::OsStr]) -> Result<Vec<u8>, PdfError> {
+    hand_down_cpu_budget()?;
     let out = Command::new(program)
         .args(args)
         .stdin(Stdio::null())
@@ -437,6 +632,92 @@ fn run_tool(program: &str, args: &[&std::ffi::OsStr]) -> Result<Vec<u8>, PdfErro
         return Err(PdfError::LimitExceeded(format!("{program} {}", describe_death(out.status))));
     }
     Err(PdfError::Unreadable(format!("{program}: {}", stderr.lines().next().unwrap_or("failed"))))
+}
+
+/// The pixels the images a page may draw declare (`/Width` x `/Height`), those of Form XObjects
+/// included, each image counted once per page whatever the times it is drawn; read from the
+/// dictionaries, nothing decoded.
+fn declared_pixels(doc: &lopdf::Document, page: lopdf::ObjectId) -> u64 {
+    use lopdf::Object;
+    fn dims(doc: &lopdf::Document, d: &lopdf::Dictionary, key: &[u8]) -> u64 {
+        let value = d.get(key).and_then(|o| doc.dereference(o)).map(|(_, o)| o);
+        match value {
+            Ok(Object::Integer(i)) => u64::try_from(*i).unwrap_or(0),
+            Ok(Object::Real(r)) if *r > 0.0 => *r as u64,
+            _ => 0,
+        }
+    }
+    fn walk(
+        doc: &lopdf::Document,
+        resources: &lopdf::Dictionary,
+        seen: &mut std::collections::HashSet<lopdf::ObjectId>,
+        depth: u32,
+    ) -> u64 {
+        let Ok(xobjects) = resources.get(b"XObject").and_then(|o| doc.dereference(o)).and_then(|(_, o)| o.as_dict())
+        else {
+            return 0;
+        };
+        let mut total: u64 = 0;
+        for (_, entry) in xobjects.iter() {
+            let Ok((id, Object::Stream(stream))) = doc.dereference(entry) else { continue };
+            if let Some(id) = id
+                && !seen.insert(id)
+            {
+                continue;
+            }
+            let subtype = stream.dict.get(b"Subtype").and_then(Object::as_name).unwrap_or_default();
+            if subtype == b"Image" {
+                total = total.saturating_add(dims(doc, &stream.dict, b"Width").saturating_mul(dims(
+                    doc,
+                    &stream.dict,
+                    b"Height",
+                )));
+            } else if subtype == b"Form" && depth < 16 {
+                let inner =
+                    stream.dict.get(b"Resources").and_then(|o| doc.dereference(o)).and_then(|(_, o)| o.as_dict());
+                if let Ok(inner) = inner {
+                    total = total.saturating_add(walk(doc, inner, seen, depth + 1));
+                }
+            }
+        }
+        total
+    }
+    let Ok((direct, inherited)) = doc.get_page_resources(page) else { return 0 };
+    let mut seen = std::collections::HashSet::new();
+    let mut total = direct.map_or(0, |d| walk(doc, d, &mut seen, 0));
+    for id in inherited {
+        if let Ok(d) = doc.get_dictionary(id) {
+            total = total.saturating_add(walk(doc, d, &mut seen, 0));
+        }
+    }
+    total
+}
+
+/// Refuses pages whose images declare more pixels than a page's or the document's budget, before
+/// any of them is decoded (poppler spent 13 s on one image declared 100,000 x 100,000).
+fn check_declared_pixels(
+    doc: &lopdf::Document,
+    pages: impl IntoIterator<Item = lopdf::ObjectId>,
+) -> Result<(), PdfError> {
+    let mut total: u64 = 0;
+    for page in pages {
+        let pixels = declared_pixels(doc, page);
+        if pixels > MAX_PAGE_DECLARED_PIXELS {
+            return Err(PdfError::LimitExceeded(format!(
+                "a page's images declare {} million pixels, over the {} million a page may have",
+                pixels / 1_000_000,
+                MAX_PAGE_DECLARED_PIXELS / 1_000_000
+            )));
+        }
+        total = total.saturating_add(pixels);
+        if total > MAX_DOCUMENT_DECLARED_PIXELS {
+            return Err(PdfError::LimitExceeded(format!(
+                "its images declare over {} million pixels",
+                MAX_DOCUMENT_DECLARED_PIXELS / 1_000_000
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The page's only drawing is one DCTDecode image, and it shows no text: a scan to take as is.
@@ -558,6 +839,7 @@ fn content(pdf: &[u8], max_pages: u32) -> Result<Vec<Record>, PdfError> {
     if count > max_pages {
         return Err(PdfError::TooManyPages { pages: count, max: max_pages });
     }
+    check_declared_pixels(&doc, pages.values().copied())?;
     let scratch = Scratch::new(pdf)?;
     let path = scratch.pdf();
     let text = run_tool(
@@ -586,6 +868,7 @@ fn page_image(pdf: &[u8], page_no: u32) -> Result<Vec<Record>, PdfError> {
     let pages = doc.get_pages();
     let count = u32::try_from(pages.len()).unwrap_or(u32::MAX);
     let &page = pages.get(&page_no).ok_or(PdfError::NoSuchPage(page_no))?;
+    check_declared_pixels(&doc, [page])?;
     let image = match single_jpeg(&doc, page) {
         Some(jpeg) => PdfPage::Jpeg(jpeg),
         None => render(&Scratch::new(pdf)?, &doc, page_no, page, RenderAs::Jpeg)?,
@@ -697,6 +980,72 @@ mod tests {
         assert!(matches!(garbage.content(pdf, 50), Err(PdfError::Unreadable(_))));
         let missing = SandboxedPdfReader::new(dir.path().join("absent"), limits);
         assert!(matches!(missing.content(pdf, 50), Err(PdfError::Unavailable(_))));
+    }
+
+    #[test]
+    fn concurrent_documents_never_run_more_helpers_than_the_cap() {
+        let dir = tempfile::tempdir().unwrap();
+        let limits = SandboxLimits { max_helpers: 2, wall_time: Duration::from_secs(30), ..SandboxLimits::default() };
+        let slow = fake_reader(dir.path(), "slow", "sleep 0.3; printf 'N\\0\\0\\0\\0\\0\\0\\0\\4\\0\\0\\0\\1'", limits);
+        std::thread::scope(|s| {
+            for _ in 0..6 {
+                s.spawn(|| slow.content(b"%PDF-1.4", 50).unwrap());
+            }
+        });
+        assert_eq!(slow.peak_helpers(), 2);
+    }
+
+    #[test]
+    fn a_request_waits_for_a_helper_slot_until_its_deadline_only() {
+        let slots = HelperSlots::default();
+        let held = slots.acquire(1, Instant::now() + Duration::from_secs(1)).unwrap();
+        assert!(slots.acquire(1, Instant::now() + Duration::from_millis(100)).is_none(), "over the cap");
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| slots.acquire(1, Instant::now() + Duration::from_secs(30)).is_some());
+            std::thread::sleep(Duration::from_millis(50));
+            drop(held);
+            assert!(waiter.join().unwrap(), "the freed slot goes to the one waiting");
+        });
+        assert_eq!(slots.state.lock().unwrap().running, 0);
+    }
+
+    #[test]
+    fn a_helper_killed_at_its_deadline_leaves_no_scratch_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let record = dir.path().join("scratch-was");
+        let limits = SandboxLimits { wall_time: Duration::from_millis(500), ..SandboxLimits::default() };
+        let script = format!("echo \"$COURRIER_SANDBOX_SCRATCH\" > {}; exec sleep 30", record.display());
+        let hang = fake_reader(dir.path(), "hang", &script, limits);
+        assert!(matches!(hang.content(b"%PDF-1.4", 50), Err(PdfError::LimitExceeded(_))));
+        let scratch = std::fs::read_to_string(&record).unwrap();
+        let scratch = Path::new(scratch.trim());
+        assert!(scratch.file_name().unwrap().to_str().unwrap().starts_with(SCRATCH_PREFIX), "{scratch:?}");
+        assert!(!scratch.exists(), "{scratch:?} outlived its killed helper");
+    }
+
+    #[test]
+    fn the_start_sweep_removes_folders_of_dead_servers_only() {
+        let tmp = tempfile::tempdir().unwrap();
+        // A process that has ended: its pid names no process (until reused).
+        let mut gone = Command::new("true").spawn().unwrap();
+        let dead = gone.id();
+        gone.wait().unwrap();
+        let make = |name: String| {
+            let d = tmp.path().join(name);
+            std::fs::create_dir(&d).unwrap();
+            std::fs::write(d.join("in.pdf"), b"%PDF").unwrap();
+            d
+        };
+        let stale = make(format!("{SCRATCH_PREFIX}{dead}-0123abcd"));
+        let mine = make(format!("{SCRATCH_PREFIX}{}-0123abcd", std::process::id()));
+        let live = make(format!("{SCRATCH_PREFIX}1-0123abcd"));
+        let recent_legacy = make(format!("{SCRATCH_PREFIX}0123456789abcdef"));
+        let unrelated = make("courrier-other-1".into());
+        assert_eq!(sweep_stale_scratch_in(tmp.path()), 1);
+        assert!(!stale.exists());
+        for kept in [mine, live, recent_legacy, unrelated] {
+            assert!(kept.exists(), "{kept:?}");
+        }
     }
 
     #[test]

@@ -449,10 +449,15 @@ fn read(
             Ok(Read { pages: 1, text: page.text, meta })
         }
         DocumentKind::Pdf => {
-            let structured = if invoice { app.pdf.invoice_xml(bytes)?.and_then(|x| xml_meta(&x)) } else { None };
+            // The embedded invoice and the pages in one read: one deadline, one CPU budget.
+            let (structured, content) = if invoice {
+                let (xml, content) = app.pdf.document(bytes, app.limits.max_pages)?;
+                (xml.and_then(|x| xml_meta(&x)), content)
+            } else {
+                (None, app.pdf.content(bytes, app.limits.max_pages)?)
+            };
             // With the XML's exact fields, the pages are only read for their text.
             let profile = if structured.is_some() { Profile::Raw } else { profile };
-            let content = app.pdf.content(bytes, app.limits.max_pages)?;
             let mut texts = Vec::with_capacity(content.len());
             let mut words = Vec::with_capacity(content.len());
             for page in content {

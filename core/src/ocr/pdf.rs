@@ -40,6 +40,13 @@ pub trait PdfReader: Send + Sync {
     /// document's page count. Never [`PdfPage::Text`].
     fn page_image(&self, pdf: &[u8], page: u32) -> Result<(u32, PdfPage), PdfError>;
 
+    /// The embedded invoice XML (when `invoice_xml` would find one) and every page, read as one
+    /// document: the sandbox does it in one process, under one deadline and one CPU budget.
+    fn document(&self, pdf: &[u8], max_pages: u32) -> Result<(Option<Vec<u8>>, Vec<PdfPage>), PdfError> {
+        let xml = self.invoice_xml(pdf)?;
+        Ok((xml, self.content(pdf, max_pages)?))
+    }
+
     /// The structured invoice a Factur-X / ZUGFeRD / XRechnung PDF carries as an attached file
     /// (`factur-x.xml`, `zugferd-invoice.xml`, `xrechnung.xml`, ...), as its bytes; `None` when it
     /// carries none. Readers that cannot look (test fakes) answer `None`.

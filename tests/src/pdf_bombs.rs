@@ -1,0 +1,167 @@
+//! PDF bombs and the PDF sandbox's shared limits (issue 16): a tiny PDF declaring a huge image is
+//! refused from its declared size, several at once never run more sandbox processes than the cap,
+//! and a helper killed at its deadline leaves no copy of the document in the temporary directory.
+
+use crate::ocr::{expect_refusal, upload, user_key};
+use courrier_tests::harness::{TestApp, courrier_bin};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+/// A PDF of `pages` pages from raw bytes, with a correct cross-reference table: each page draws
+/// `content`; `image` (a stream dictionary's entries and its data) is the page resource `/Im0`.
+fn pdf(pages: usize, content: &[u8], image: Option<(&str, &[u8])>) -> Vec<u8> {
+    let mut objects: Vec<Vec<u8>> = vec![b"<</Type/Catalog/Pages 2 0 R>>".to_vec()];
+    let kids: Vec<String> = (0..pages).map(|i| format!("{} 0 R", 5 + i)).collect();
+    objects.push(format!("<</Type/Pages/Kids[{}]/Count {pages}>>", kids.join(" ")).into_bytes());
+    let stream = |dict: &str, data: &[u8]| {
+        let mut o = format!("<<{dict}/Length {}>>stream\n", data.len()).into_bytes();
+        o.extend_from_slice(data);
+        o.extend_from_slice(b"\nendstream");
+        o
+    };
+    objects.push(stream("", content));
+    objects.push(match image {
+        Some((dict, data)) => stream(dict, data),
+        None => b"null".to_vec(),
+    });
+    let resources = if image.is_some() { "/Resources<</XObject<</Im0 4 0 R>>>>" } else { "" };
+    for _ in 0..pages {
+        objects
+            .push(format!("<</Type/Page/Parent 2 0 R/MediaBox[0 0 595 842]{resources}/Contents 3 0 R>>").into_bytes());
+    }
+    let mut out = b"%PDF-1.4\n".to_vec();
+    let mut offsets = Vec::new();
+    for (i, o) in objects.iter().enumerate() {
+        offsets.push(out.len());
+        out.extend_from_slice(format!("{} 0 obj\n", i + 1).as_bytes());
+        out.extend_from_slice(o);
+        out.extend_from_slice(b"\nendobj\n");
+    }
+    let xref = out.len();
+    out.extend_from_slice(format!("xref\n0 {}\n0000000000 65535 f \n", objects.len() + 1).as_bytes());
+    for o in offsets {
+        out.extend_from_slice(format!("{o:010} 00000 n \n").as_bytes());
+    }
+    out.extend_from_slice(
+        format!("trailer\n<</Size {}/Root 1 0 R>>\nstartxref\n{xref}\n%%EOF\n", objects.len() + 1).as_bytes(),
+    );
+    out
+}
+
+/// The issue's bomb: under 1 KB, each page drawing one gray image declared 100,000 x 100,000
+/// pixels (poppler took 13-14 s a page on it).
+fn bomb(pages: usize) -> Vec<u8> {
+    let image = "/Type/XObject/Subtype/Image/Width 100000/Height 100000/ColorSpace/DeviceGray/BitsPerComponent 8";
+    pdf(pages, b"q 595 0 0 842 0 0 cm /Im0 Do Q", Some((image, &[0u8; 16])))
+}
+
+/// A page of `lines` stroked lines: no image, honest, and slow to render at 300 dpi.
+fn heavy_page(pages: usize, lines: usize) -> Vec<u8> {
+    let mut content = Vec::new();
+    for i in 0..lines {
+        content.extend_from_slice(format!("{} 0 m {} 842 l S\n", i % 595, (i * 7) % 595).as_bytes());
+    }
+    pdf(pages, &content, None)
+}
+
+#[test]
+fn a_tiny_pdf_declaring_a_ten_gigapixel_image_is_refused_as_too_complex() {
+    courrier_bin();
+    let app = TestApp::spawn();
+    let key = user_key(&app, "ada@example.org");
+    let one = bomb(1);
+    assert!(one.len() < 1024, "{} bytes", one.len());
+    for (name, bytes, fields) in [
+        ("bomb.pdf", one.clone(), vec![("lang", "fr")]),
+        ("bomb-invoice.pdf", one.clone(), vec![("lang", "fr"), ("profile", "invoice")]),
+        ("bomb-5.pdf", bomb(5), vec![("lang", "fr"), ("profile", "raw")]),
+        ("bomb-store.pdf", one, vec![("lang", "fr"), ("action", "storeOnly")]),
+    ] {
+        let resp = upload(&app, &key, name, &bytes, &fields);
+        expect_refusal(&resp, 422, "document_too_complex");
+        assert!(resp.body.contains("pixels"), "{name}: the refusal names its reason: {}", resp.body);
+    }
+}
+
+/// Sandbox processes (`<courrier> sandbox ...`) whose parent is this process, the test server's.
+fn sandbox_children() -> usize {
+    let me = std::process::id().to_string();
+    let Ok(entries) = std::fs::read_dir("/proc") else { return 0 };
+    entries
+        .flatten()
+        .filter(|e| e.file_name().to_str().is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit())))
+        .filter(|e| {
+            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+            let ppid = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1).map(str::to_owned));
+            let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+            ppid.as_deref() == Some(me.as_str()) && cmdline.split(|b| *b == 0).nth(1) == Some(b"sandbox")
+        })
+        .count()
+}
+
+#[test]
+fn several_bombs_and_slow_pages_at_once_never_run_more_sandbox_processes_than_the_cap() {
+    courrier_bin();
+    let app = TestApp::spawn_with(&[("COURRIER_OCR_HELPERS", "1"), ("COURRIER_OCR_WORKERS", "4")]);
+    let key = user_key(&app, "ada@example.org");
+    let (slow, bomb) = (heavy_page(1, 1_500), bomb(2));
+    let done = AtomicBool::new(false);
+    let peak = AtomicUsize::new(0);
+    let statuses: Vec<(u16, String)> = std::thread::scope(|s| {
+        s.spawn(|| {
+            while !done.load(Ordering::Relaxed) {
+                peak.fetch_max(sandbox_children(), Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        });
+        let uploads: Vec<_> = (0..6)
+            .map(|i| {
+                let (app, key) = (&app, &key);
+                let (name, bytes) = if i % 2 == 0 { ("slow.pdf", &slow) } else { ("bomb.pdf", &bomb) };
+                s.spawn(move || {
+                    let r = upload(app, key, name, bytes, &[("lang", "fr"), ("action", "storeOnly")]);
+                    (r.status, r.body)
+                })
+            })
+            .collect();
+        let statuses = uploads.into_iter().map(|u| u.join().unwrap()).collect();
+        done.store(true, Ordering::Relaxed);
+        statuses
+    });
+    for (i, (status, body)) in statuses.iter().enumerate() {
+        let expected = if i % 2 == 0 { 200 } else { 422 };
+        assert_eq!(*status, expected, "upload {i}: {body}");
+    }
+    let peak = peak.load(Ordering::Relaxed);
+    assert_eq!(peak, 1, "sandbox processes seen at once: {peak}, the cap is 1");
+}
+
+/// Scratch folders (`courrier-sandbox-*`) in the temporary directory that this process's server
+/// made (named with its pid) or that carry no pid (made by a child, as before issue 16).
+fn scratch_folders_of_this_process() -> Vec<PathBuf> {
+    let mine = format!("courrier-sandbox-{}-", std::process::id());
+    std::fs::read_dir(std::env::temp_dir())
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.starts_with(&mine) || name.strip_prefix("courrier-sandbox-").is_some_and(|rest| !rest.contains('-'))
+        })
+        .map(|e| e.path())
+        .collect()
+}
+
+#[test]
+fn a_sandbox_killed_at_the_document_deadline_leaves_no_copy_of_the_document_behind() {
+    courrier_bin();
+    let before = scratch_folders_of_this_process();
+    let app = TestApp::spawn_with(&[("COURRIER_OCR_DOCUMENT_SECS", "1")]);
+    let key = user_key(&app, "ada@example.org");
+    // Its rendering takes seconds of CPU: the sandbox is killed at the 1 s deadline.
+    let resp = upload(&app, &key, "slow.pdf", &heavy_page(1, 20_000), &[("lang", "fr")]);
+    expect_refusal(&resp, 422, "document_too_complex");
+    let left: Vec<PathBuf> = scratch_folders_of_this_process().into_iter().filter(|p| !before.contains(p)).collect();
+    assert!(left.is_empty(), "scratch folders left behind: {left:?}");
+}
