@@ -397,4 +397,3 @@ mod tests {
         other.join().unwrap();
     }
 }
-
