@@ -160,7 +160,7 @@ mod tests {
         // A client spends its whole quota in the last second of a minute and bursts again in
         // the first second of the next: per calendar minute it got 2 x 600 in one second.
         let limiter = Limiter::default();
-        let minute = Timestamp::from_unix_secs(1_800_000_000 - 1_800_000_000 % 60);
+        let minute = Timestamp::from_unix_secs(30_000_000 * 60); // a whole minute
         let end_of_minute = Timestamp::from_unix_micros(minute.unix_micros() + 59_500_000);
         let start_of_next = Timestamp::from_unix_micros(minute.unix_micros() + 60_500_000);
         let quota = 600;

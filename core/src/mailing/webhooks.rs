@@ -467,16 +467,14 @@ impl CreatorReach {
         }
         let manages = |target: Target<'_>| roles.iter().any(|r| r.perms_on(&target).contains(Perm::Manage));
         if let Some(l) = e.list_id {
-            if !names.lists.contains_key(&l) {
-                let found = tx.list_by_id(ListId::from_stored(l))?.map(|x| (x.domain, x.name));
-                names.lists.insert(l, found);
+            if let std::collections::hash_map::Entry::Vacant(slot) = names.lists.entry(l) {
+                slot.insert(tx.list_by_id(ListId::from_stored(l))?.map(|x| (x.domain, x.name)));
             }
             return Ok(names.lists[&l].as_ref().is_some_and(|(d, n)| manages(Target::List(d, n))));
         }
         let Some(d) = e.domain_id else { return Ok(false) };
-        if !names.domains.contains_key(&d) {
-            let found = tx.domain_by_id(DomainId::from_stored(d))?.map(|x| x.name);
-            names.domains.insert(d, found);
+        if let std::collections::hash_map::Entry::Vacant(slot) = names.domains.entry(d) {
+            slot.insert(tx.domain_by_id(DomainId::from_stored(d))?.map(|x| x.name));
         }
         Ok(names.domains[&d].as_ref().is_some_and(|n| manages(Target::Domain(n))))
     }
