@@ -121,8 +121,12 @@ fn execute(cli: Cli) -> Result<(), CliError> {
             server::run(bound, server::termination_signal())
         }
         Command::Version => {
-            let services = server::wire(&config, build_info())?;
-            let version = services.version();
+            // Read-only: no data directory, database or migration is created to say what this
+            // build is and which backend it uses.
+            let version = courrier_core::kernel::VersionInfo {
+                build: build_info(),
+                backend: courrier_core::adapters::sqlite::describe_backend(),
+            };
             let doc = courrier_http::dto::version(&version);
             if cli.json {
                 println!("{doc}");

@@ -124,9 +124,7 @@ impl IntoResponse for ApiError {
             "meta": Value::Object(meta()),
         });
         let mut resp = json_response(status, &body);
-        if let Some(secs) = self.retry_after {
-            resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
-        }
+        self.add_headers(resp.headers_mut());
         resp.extensions_mut().insert(ErrorCode(self.code));
         resp
     }

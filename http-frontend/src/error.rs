@@ -2,7 +2,11 @@
 //! ([`crate::envelope`]); its HTTP status decided in one exhaustive match ([`status_of`]).
 
 use courrier_core::kernel::{Code, CoreError, ErrorKind};
-use http::StatusCode;
+use http::{HeaderMap, HeaderValue, StatusCode, header};
+
+/// The challenge every 401 carries (RFC 9110, section 11.6.1): both APIs take a bearer
+/// credential (an API key; the session cookie is the other way in, named by no scheme).
+pub const CHALLENGE: &str = "Bearer realm=\"courrier\"";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
@@ -25,6 +29,17 @@ impl ApiError {
 
     pub fn status(&self) -> StatusCode {
         status_of(self.code.kind())
+    }
+
+    /// The headers an error answer carries on both APIs: `Retry-After` when known, and the
+    /// `WWW-Authenticate` challenge on every 401.
+    pub fn add_headers(&self, headers: &mut HeaderMap) {
+        if let Some(secs) = self.retry_after {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        if self.status() == StatusCode::UNAUTHORIZED {
+            headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(CHALLENGE));
+        }
     }
 }
 
@@ -84,6 +99,17 @@ mod tests {
         assert_eq!(status_of(Code::CsrfFailed.kind()), StatusCode::FORBIDDEN);
         assert_eq!(status_of(Code::IdempotencyUnsupported.kind()), StatusCode::UNPROCESSABLE_ENTITY);
         assert_eq!(status_of(Code::CredentialKeyringMissing.kind()), StatusCode::SERVICE_UNAVAILABLE);
+    }
+
+    #[test]
+    fn every_401_carries_the_bearer_challenge_and_no_other_status_does() {
+        for code in Code::ALL {
+            let mut headers = HeaderMap::new();
+            ApiError::new(*code, "x").add_headers(&mut headers);
+            let challenge = headers.get(header::WWW_AUTHENTICATE).map(|v| v.to_str().unwrap().to_owned());
+            let expected = (status_of(code.kind()) == StatusCode::UNAUTHORIZED).then(|| CHALLENGE.to_owned());
+            assert_eq!(challenge, expected, "{}", code.as_str());
+        }
     }
 
     #[test]

@@ -158,13 +158,19 @@ fn operation(route: &Route) -> Value {
     }
     responses.insert(status.to_string(), ok);
     for status in route.error_statuses() {
-        responses.insert(
-            status.to_string(),
-            json!({
-                "description": error_description(status),
-                "content": { "application/json": { "schema": { "$ref": "#/components/schemas/ErrorEnvelope" } } }
-            }),
-        );
+        let mut answer = json!({
+            "description": error_description(status),
+            "content": { "application/json": { "schema": { "$ref": "#/components/schemas/ErrorEnvelope" } } }
+        });
+        if status == 401 {
+            // RFC 9110: every 401 names the scheme to authenticate with.
+            answer["headers"] = json!({ "WWW-Authenticate": {
+                "description": "the challenge",
+                "required": true,
+                "schema": { "type": "string", "const": crate::error::CHALLENGE }
+            } });
+        }
+        responses.insert(status.to_string(), answer);
     }
     op["responses"] = Value::Object(responses);
     op

@@ -244,16 +244,33 @@ pub const AUDIT_ENTRY: Schema = Schema(|| {
         }),
     )
 });
+/// Unicode's White_Space, what Rust's `str::trim` removes (not ECMAScript's `\s`: U+0085 is in,
+/// U+FEFF is out).
+const WHITE_SPACE: &str =
+    "\\u0009-\\u000d\\u0020\\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000";
+/// Control characters (`char::is_control`: C0, DEL, C1).
+const CONTROL: &str = "\\u0000-\\u001f\\u007f-\\u009f";
+
+/// A profile field as `users::check_profile` takes it after the frontend trims it: at most 200
+/// characters and no control character once leading and trailing white space is gone (so a
+/// trailing tab or newline is trimmed away, one inside is refused).
+fn profile_field() -> Value {
+    let pattern = format!(
+        "^[{WHITE_SPACE}]*(?:[^{CONTROL}{WHITE_SPACE}](?:[^{CONTROL}]{{0,198}}[^{CONTROL}{WHITE_SPACE}])?)?[{WHITE_SPACE}]*$"
+    );
+    json!({ "type": "string", "pattern": pattern })
+}
+
 pub const USER_CREATE: Schema = Schema(|| {
     closed(
         &["email"],
         json!({
             "email": email(),
             "password": opt(json!({ "type": "string", "minLength": 12, "maxLength": 256 })),
-            "firstname": opt(json!({ "type": "string" })),
-            "name": opt(json!({ "type": "string" })),
-            "mobile": opt(json!({ "type": "string" })),
-            "language_code_id": opt(json!({ "type": "string" }))
+            "firstname": opt(profile_field()),
+            "name": opt(profile_field()),
+            "mobile": opt(profile_field()),
+            "language_code_id": opt(profile_field())
         }),
     )
 });
@@ -262,10 +279,10 @@ pub const USER_PATCH: Schema = Schema(|| {
         &[],
         json!({
             "status": opt(json!({ "type": "string", "enum": ["active", "disabled"] })),
-            "firstname": nullable("string"),
-            "name": nullable("string"),
-            "mobile": nullable("string"),
-            "language_code_id": nullable("string")
+            "firstname": opt(profile_field()),
+            "name": opt(profile_field()),
+            "mobile": opt(profile_field()),
+            "language_code_id": opt(profile_field())
         }),
     )
 });
@@ -525,14 +542,21 @@ pub const QUEUE: Schema = Schema(|| {
 });
 
 pub const SEND_REQUEST: Schema = Schema(|| {
-    closed(
+    let mut v = closed(
         &["subject"],
         json!({
             "subject": { "type": "string", "minLength": 1, "maxLength": 998, "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]*[^\\s\\u0000-\\u001f\\u007f-\\u009f][^\\u0000-\\u001f\\u007f-\\u009f]*$" },
             "text": opt(json!({ "type": "string" })),
             "html": opt(json!({ "type": "string" }))
         }),
-    )
+    );
+    // `sends::check`: a message needs a text or an html part that is not only white space.
+    let not_blank = json!({ "type": "string", "pattern": format!("[^{WHITE_SPACE}]") });
+    v["anyOf"] = json!([
+        { "required": ["text"], "properties": { "text": not_blank } },
+        { "required": ["html"], "properties": { "html": not_blank } }
+    ]);
+    v
 });
 pub const SEND_SUBMITTED: Schema = Schema(|| {
     object(&["send_id", "recipients"], json!({ "send_id": { "type": "integer" }, "recipients": { "type": "integer" } }))
@@ -601,7 +625,7 @@ pub const WEBHOOK: Schema = Schema(webhook);
 pub const WEBHOOK_CREATED: Schema = Schema(|| {
     let mut v = with(
         webhook(),
-        json!({ "secret": { "type": "string", "pattern": "^whsec_[A-Za-z0-9+/]+=*$", "description": "Standard Webhooks form; both signatures use its base64-decoded bytes as the HMAC key" } }),
+        json!({ "secret": { "type": "string", "pattern": "^whsec_[A-Za-z0-9+/]+=*$", "description": "Standard Webhooks form. X-Svc-Signature is keyed with this whole string (UTF-8 bytes, whsec_ included); webhook-signature with its base64-decoded part" } }),
     );
     v["required"].as_array_mut().expect("required").push(json!("secret"));
     v
@@ -659,11 +683,11 @@ pub fn webhook_delivery() -> Value {
         "event": {
             "post": {
                 "summary": "A lifecycle event (or the test ping), delivered at least once",
-                "description": "Both signatures are HMAC-SHA256 keyed with the base64-decoded part of the webhook's whsec_ secret. Retries (30 s doubling to 6 h, for 24 h) send the same body under the same X-Svc-Delivery and webhook-id, signed with a new webhook-timestamp. 2xx delivers; 410 disables the webhook; a 429 or 503 Retry-After is honoured; redirects are not followed.",
+                "description": "Both signatures are HMAC-SHA256: X-Svc-Signature keyed with the webhook's secret exactly as creation returned it (the whole whsec_ string, UTF-8 bytes), webhook-signature with its base64-decoded part (Standard Webhooks). Retries (30 s doubling to 6 h, for 24 h) send the same body under the same X-Svc-Delivery and webhook-id, signed with a new webhook-timestamp. 2xx delivers; 410 disables the webhook; a 429 or 503 Retry-After is honoured; redirects are not followed.",
                 "parameters": [
                     header("X-Svc-Event", "the event's type, e.g. member.added; webhook.ping for the test ping"),
                     header("X-Svc-Delivery", "the event's id (evt_...), stable across retries"),
-                    header("X-Svc-Signature", "sha256=<hex HMAC-SHA256 of the raw body>"),
+                    header("X-Svc-Signature", "sha256=<hex HMAC-SHA256 of the raw body keyed with the whole secret string>"),
                     header("webhook-id", "Standard Webhooks: the event's id"),
                     header("webhook-timestamp", "Standard Webhooks: Unix seconds of this attempt"),
                     header("webhook-signature", "Standard Webhooks: v1,<base64 HMAC-SHA256 of \"{webhook-id}.{webhook-timestamp}.{body}\">")

@@ -6,7 +6,7 @@ answer: /fail-once answers 500 the first time it sees an X-Svc-Delivery and 200 
 answers 302 to /ok; /gone answers 410; anything else 200.
 
 verify SECRET: reads one logged request (JSON) on stdin and prints what the Standard Webhooks
-reference verifier and a plain HMAC make of it: the delivery as received, with its body tampered,
+reference verifier and a plain HMAC of the raw body keyed with the whole secret string make of it: the delivery as received, with its body tampered,
 with a wrong secret, and six minutes after it was signed.
 """
 import base64
@@ -32,7 +32,8 @@ def serve(port, cert, key, log):
 
         def do_POST(self):
             length = int(self.headers.get("Content-Length", "0"))
-            body = self.rfile.read(length).decode()
+            raw = self.rfile.read(length)
+            body = raw.decode()
             delivery = self.headers.get("X-Svc-Delivery", "")
             with lock:
                 first = delivery not in seen
@@ -48,7 +49,7 @@ def serve(port, cert, key, log):
             else:
                 status = 200
             record = {"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()},
-                      "body": body, "status": status}
+                      "body": body, "body_b64": base64.b64encode(raw).decode(), "status": status}
             with lock, open(log, "a") as f:
                 f.write(json.dumps(record) + "\n")
                 f.flush()
@@ -97,9 +98,17 @@ def verify(secret):
         out["six_minutes_later"] = check(Webhook(secret), body, headers)
     finally:
         webhooks.datetime = real
-    key = base64.b64decode(secret[len("whsec_"):] + "==")
-    expected = "sha256=" + hmac.new(key, body.encode(), hashlib.sha256).hexdigest()
+    # The contract's X-Svc-Signature, as a receiver that read only mailing-service.md checks it: the
+    # HMAC-SHA256 of the raw body (the bytes received) keyed with the webhook secret as creation
+    # returned it, whsec_ and all.
+    raw = base64.b64decode(req["body_b64"])
+    expected = "sha256=" + hmac.new(secret.encode(), raw, hashlib.sha256).hexdigest()
     out["svc_signature"] = "ok" if hmac.compare_digest(expected, headers.get("x-svc-signature", "")) else "mismatch"
+    # The same HMAC keyed with the decoded part (Standard Webhooks' key) must not match: a receiver
+    # of the contract would reject such deliveries.
+    decoded = base64.b64decode(secret[len("whsec_"):])
+    other = "sha256=" + hmac.new(decoded, raw, hashlib.sha256).hexdigest()
+    out["svc_signature_with_decoded_key"] = "ok" if hmac.compare_digest(other, headers.get("x-svc-signature", "")) else "mismatch"
     print(json.dumps(out))
 
 

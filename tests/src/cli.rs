@@ -19,6 +19,30 @@ fn version_json_is_the_contracts_version_object() {
 }
 
 #[test]
+fn version_in_a_fresh_directory_creates_no_data_directory_nor_database() {
+    // A newcomer's first command, in a fresh clone: it must leave nothing behind.
+    let cwd = tempfile::tempdir().unwrap();
+    for args in [&["version"][..], &["version", "--json"][..]] {
+        let out = std::process::Command::new(courrier_tests::harness::courrier_bin())
+            .args(args)
+            .current_dir(cwd.path())
+            .env_remove("COURRIER_DATA_DIR")
+            .env("COURRIER_LOG", "warn")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(String::from_utf8_lossy(&out.stdout).contains("sqlite 3."), "the backend is still named");
+    }
+    let left: Vec<_> = std::fs::read_dir(cwd.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(left.is_empty(), "version created {left:?}");
+    // Nor in a data directory named explicitly that does not exist.
+    let missing = cwd.path().join("not-yet");
+    let (status, _, stderr) = run_cli(&["--data-dir", missing.to_str().unwrap(), "version"], &[]);
+    assert!(status.success(), "{stderr}");
+    assert!(!missing.exists());
+}
+
+#[test]
 fn version_text_is_for_people() {
     let (status, stdout, _) = run_cli(&["version"], &[]);
     assert!(status.success());
@@ -67,7 +91,8 @@ fn an_unusable_data_dir_is_unavailable_exit_69() {
 fn a_database_that_is_not_one_is_unavailable_exit_69() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("courrier.db"), vec![b'x'; 4096]).unwrap();
-    let (status, _, stderr) = run_cli(&["--data-dir", dir.path().to_str().unwrap(), "version"], &[]);
+    let (status, _, stderr) =
+        run_cli(&["--data-dir", dir.path().to_str().unwrap(), "user", "create", "--email", "a@example.org"], &[]);
     assert_eq!(status.code(), Some(69), "{stderr}");
     assert!(stderr.contains("courrier.db"), "{stderr}");
 }

@@ -112,3 +112,24 @@ fn every_id_segment_refuses_what_is_not_a_positive_integer() {
         }
     }
 }
+
+#[test]
+fn a_client_without_credentials_is_told_the_bearer_scheme_on_every_route_of_both_apis() {
+    // RFC 9110: a 401 carries WWW-Authenticate. A client that sends no Authorization header
+    // learns from it how to authenticate, on the mailing API and on the OCR API alike.
+    let app = TestApp::spawn();
+    let mut seen = Vec::new();
+    for route in routes::all().filter(|r| !matches!(r.access, routes::Access::Public)) {
+        let path = route.params.iter().fold(route.path.to_owned(), |path, p| {
+            let value = if p.kind == ParamKind::Id { "1" } else { "example.org" };
+            path.replace(&format!("{{{}}}", p.name), value)
+        });
+        let body = (route.method.as_str() != "GET").then_some(b"{}".as_slice());
+        let headers: &[(&str, &str)] = if body.is_some() { &[("content-type", "application/json")] } else { &[] };
+        let resp = app.client.request(route.method.as_str(), &path, headers, body);
+        assert_eq!(resp.status, 401, "{} {path}: {}", route.method, resp.body);
+        assert_eq!(resp.header("www-authenticate"), Some("Bearer realm=\"courrier\""), "{} {path}", route.method);
+        seen.push(route.api);
+    }
+    assert!(seen.contains(&routes::Api::Ocr) && seen.contains(&routes::Api::Mailing), "{seen:?}");
+}

@@ -30,9 +30,17 @@ impl Resp {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
 
+    /// RFC 9110: a 401 carries `WWW-Authenticate` (the bearer scheme, courrier's realm); no
+    /// other answer does.
+    pub fn expect_challenge_on_401(&self) {
+        let expected = (self.status == 401).then_some("Bearer realm=\"courrier\"");
+        assert_eq!(self.header("www-authenticate"), expected, "status {}: {}", self.status, self.body);
+    }
+
     /// Asserts the error envelope with this status and code; returns the body.
     pub fn expect_error(&self, status: u16, code: &str) -> Value {
         assert_eq!(self.status, status, "{}", self.body);
+        self.expect_challenge_on_401();
         let body = self.json();
         assert_eq!(body["error"]["code"], code, "{body}");
         assert!(body["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{body}");

@@ -98,6 +98,7 @@ pub(crate) fn call(app: &TestApp, method: &str, path: &str, key: Option<&str>, b
 /// An OCR refusal: the status, `{errors, code}`, never the /api/v1 envelope.
 pub(crate) fn expect_refusal(resp: &Resp, status: u16, code: &str) {
     assert_eq!(resp.status, status, "{}", resp.body);
+    resp.expect_challenge_on_401();
     let body = resp.json();
     assert_eq!(body["code"], code, "{body}");
     assert!(body["errors"].as_str().is_some_and(|m| !m.is_empty()), "{body}");

@@ -100,6 +100,29 @@ fn deliveries_carry_both_signatures_and_the_reference_verifier_accepts_only_the_
 }
 
 #[test]
+fn a_receiver_written_from_the_contract_verifies_x_svc_signature_with_the_whole_secret_string() {
+    // The receiver knows only mailing-service.md: "HMAC of the body keyed with the webhook
+    // secret", the secret being the string creation returned, `whsec_` included. The Standard
+    // Webhooks header stays keyed with the decoded part, checked by the reference package.
+    let w = world(&[]);
+    let (_, secret) = hook(&w, "/ok", &["member.added"]);
+    assert!(secret.starts_with("whsec_"), "{secret}");
+    add_member(&w, "contract@example.net");
+    let got = w.receiver.wait_for(1, path_is("/ok"));
+    let verdict = w.receiver.verify(&secret, &got[0]);
+    assert_eq!(verdict["svc_signature"], "ok", "{verdict}");
+    assert_eq!(verdict["svc_signature_with_decoded_key"], "mismatch", "{verdict}");
+    assert_eq!(verdict["as_received"], "ok", "webhook-signature, by the reference verifier: {verdict}");
+    // The test ping is signed the same way, with its own webhook's secret.
+    let (ping_hook, ping_secret) = hook(&w, "/ping", &["list.suspended"]);
+    let r = post(&w, &format!("/api/v1/webhooks/{ping_hook}/test"), json!({}));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let ping = &w.receiver.wait_for(1, path_is("/ping"))[0];
+    let verdict = w.receiver.verify(&ping_secret, ping);
+    assert_eq!((&verdict["svc_signature"], &verdict["as_received"]), (&json!("ok"), &json!("ok")), "{verdict}");
+}
+
+#[test]
 fn a_500_is_retried_with_the_same_delivery_id_and_body() {
     let w = world(&[]);
     let (id, secret) = hook(&w, "/fail-once", &["member.added"]);
@@ -217,7 +240,24 @@ fn every_webhook_route_refuses_what_the_contract_refuses() {
     assert_eq!(r.status, 201, "{}", r.body);
     assert_eq!(r.json()["data"]["domain_id"], domain_id);
     as_owner(json!({ "url": url, "events": ["member.added"], "domain_id": domain_id })).expect_error(403, "forbidden");
-    as_owner(json!({ "url": url, "events": ["member.added"] })).expect_error(404, "not_found");
+    // Without a filter, someone who manages no domain nor list (a moderator) is refused.
+    let moderator = make_user(
+        &w.app.core,
+        "moderator@example.org",
+        &[Role::Moderator(
+            courrier_core::kernel::DomainName::parse("example.org").unwrap(),
+            courrier_core::kernel::ListName::parse("news").unwrap(),
+        )],
+    );
+    let moderator_key = make_key(&w.app.core, &moderator, KeyScope::User, &[Perm::Read, Perm::Moderate], None);
+    call(
+        &w.app,
+        "POST",
+        "/api/v1/webhooks",
+        &[bearer(&moderator_key)],
+        Some(&json!({ "url": url, "events": ["member.added"] })),
+    )
+    .expect_error(403, "forbidden");
     let owned = r.json()["data"]["id"].as_i64().unwrap();
     let theirs = hook(&w, "/ok", &["member.added"]).0;
     let r = call(&w.app, "GET", "/api/v1/webhooks", &[bearer(&owner_key)], None);
@@ -228,4 +268,89 @@ fn every_webhook_route_refuses_what_the_contract_refuses() {
     let r = call(&w.app, "DELETE", &format!("/api/v1/webhooks/{owned}"), &[bearer(&owner_key)], None);
     assert_eq!(r.status, 204, "{}", r.body);
     assert!(listed(&w, owned).is_null());
+}
+
+/// Deliveries queued for a webhook so far, whatever their state.
+fn queued_for(w: &World, id: i64) -> u64 {
+    let counts = in_read(&*w.app.core.mailing.store, |tx| tx.delivery_counts(WebhookId::from_stored(id))).unwrap();
+    counts.iter().map(|(_, n)| n).sum()
+}
+
+fn emails_at(w: &World, path: &'static str, n: usize) -> Vec<String> {
+    let mut got: Vec<String> = w
+        .receiver
+        .wait_for(n, path_is(path))
+        .iter()
+        .map(|r| {
+            serde_json::from_str::<Value>(r["body"].as_str().unwrap()).unwrap()["data"]["email"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    got.sort();
+    got
+}
+
+#[test]
+fn a_webhook_without_filter_gets_the_events_of_its_creators_domains_and_lists_only() {
+    use courrier_core::kernel::{DomainName, ListName};
+    let w = world(&[]);
+    make_list(&w.app.core, "example.org", "extra", "admin@example.org", SubscriptionPolicy::Open);
+    make_list(&w.app.core, "other.org", "misc", "admin@example.org", SubscriptionPolicy::Open);
+    make_list(&w.app.core, "other.org", "more", "admin@example.org", SubscriptionPolicy::Open);
+    let d = |n: &str| DomainName::parse(n).unwrap();
+    let l = |n: &str| ListName::parse(n).unwrap();
+    let dadmin = make_user(&w.app.core, "dadmin@example.org", &[Role::DomainAdmin(d("example.org"))]);
+    let owner = make_user(&w.app.core, "owner@other.org", &[Role::Owner(d("other.org"), l("misc"))]);
+    let dadmin_key = make_key(&w.app.core, &dadmin, KeyScope::User, &Perm::ALL, None);
+    let owner_key = make_key(&w.app.core, &owner, KeyScope::User, &Perm::ALL, None);
+    let create = |key: &str, path: &str| {
+        let body =
+            json!({ "url": format!("https://hooks.test:{}{path}", w.receiver.port), "events": ["member.added"] });
+        let r = call(&w.app, "POST", "/api/v1/webhooks", &[bearer(key)], Some(&body));
+        assert_eq!(r.status, 201, "{}", r.body);
+        assert_eq!((&r.json()["data"]["domain_id"], &r.json()["data"]["list_id"]), (&Value::Null, &Value::Null));
+        r.json()["data"]["id"].as_i64().unwrap()
+    };
+    let by_dadmin = create(&dadmin_key, "/dadmin");
+    let by_owner = create(&owner_key, "/owner");
+    let (all, _) = hook(&w, "/all", &["member.added"]);
+    // Each creator sees and manages its own webhook, not the other's.
+    let ids = |key: &str| -> Vec<i64> {
+        let r = call(&w.app, "GET", "/api/v1/webhooks", &[bearer(key)], None);
+        r.json()["data"].as_array().unwrap().iter().map(|h| h["id"].as_i64().unwrap()).collect()
+    };
+    assert_eq!(ids(&dadmin_key), vec![by_dadmin]);
+    assert_eq!(ids(&owner_key), vec![by_owner]);
+    call(&w.app, "DELETE", &format!("/api/v1/webhooks/{by_dadmin}"), &[bearer(&owner_key)], None)
+        .expect_error(404, "not_found");
+
+    for (list, email) in [
+        ("/api/v1/domains/example.org/lists/news", "a@news.example"),
+        ("/api/v1/domains/example.org/lists/extra", "b@extra.example"),
+        ("/api/v1/domains/other.org/lists/misc", "c@misc.example"),
+        ("/api/v1/domains/other.org/lists/more", "d@more.example"),
+    ] {
+        let r = post(&w, &format!("{list}/members"), json!({ "email": email }));
+        assert_eq!(r.status, 201, "{}", r.body);
+    }
+    // The site admin's webhook has all four: every event is fanned out by then.
+    assert_eq!(emails_at(&w, "/all", 4).len(), 4);
+    assert_eq!((queued_for(&w, by_dadmin), queued_for(&w, by_owner), queued_for(&w, all)), (2, 1, 4));
+    assert_eq!(emails_at(&w, "/dadmin", 2), vec!["a@news.example", "b@extra.example"], "the domain admin's domain");
+    assert_eq!(emails_at(&w, "/owner", 1), vec!["c@misc.example"], "the owner's list, not its neighbour");
+
+    // A revoked role stops the events it gave, from the next event on.
+    let r = call(
+        &w.app,
+        "DELETE",
+        &format!("/api/v1/users/{}/roles", dadmin.id),
+        &[bearer(&w.key)],
+        Some(&json!({ "role": "domain_admin", "domain": "example.org" })),
+    );
+    assert_eq!(r.status, 204, "{}", r.body);
+    add_member(&w, "e@news.example");
+    assert_eq!(emails_at(&w, "/all", 5).len(), 5);
+    assert_eq!(queued_for(&w, by_dadmin), 2, "nothing more once the role is revoked");
 }

@@ -1,4 +1,5 @@
-//! Quotas kept in this process's memory: API key requests per minute, and login attempts per
+//! Quotas kept in this process's memory: API key requests per minute (a token bucket, not a
+//! calendar minute), and login attempts per
 //! address and per source. (`decisions.md`: counted per server process until several servers
 //! share a database; the store port will carry them then.)
 
@@ -31,10 +32,47 @@ fn refuse_when_full(
     Ok(())
 }
 
+/// Microseconds in the quota's period, a minute.
+const MINUTE_MICROS: i128 = 60_000_000;
+
+/// One key's token bucket of `per_minute` tokens, refilled evenly (one every `60 s / per_minute`),
+/// kept as the generic cell rate algorithm keeps it: the instant at which the bucket would be
+/// full again ("theoretical arrival time"), in microseconds times `per_minute` so that the
+/// arithmetic is exact for any quota. A full bucket takes `per_minute` requests at once; after
+/// that, one more per interval. There is no calendar minute: a burst at the end of one minute
+/// and another at the start of the next share one bucket, so they never get twice the quota.
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    /// The quota this state was counted with (a changed quota starts a fresh bucket).
+    per_minute: u32,
+    /// Theoretical arrival time, in microseconds times `per_minute`.
+    tat: i128,
+}
+
+impl Bucket {
+    /// Takes one token at `now`, or says how many whole seconds until one is there.
+    fn take(&mut self, now: Timestamp) -> Result<(), u64> {
+        let n = i128::from(self.per_minute.max(1));
+        let now = i128::from(now.unix_micros()) * n;
+        let tat = self.tat.max(now);
+        // Each request moves the arrival time one interval (a minute / n, times n: a minute) on;
+        // it may run at most the whole bucket (n intervals, times n) ahead of now.
+        let next = tat + MINUTE_MICROS;
+        let excess = next - now - n * MINUTE_MICROS;
+        if excess > 0 {
+            // The wait until the arrival time is back within the bucket, in whole seconds.
+            let wait_micros = (excess + n - 1) / n;
+            return Err(u64::try_from((wait_micros + 999_999) / 1_000_000).unwrap_or(u64::MAX).max(1));
+        }
+        self.tat = next;
+        Ok(())
+    }
+}
+
 #[derive(Default)]
 pub struct Limiter {
-    /// key id -> (minute number, requests in that minute)
-    key_windows: Mutex<HashMap<i64, (i64, u32)>>,
+    /// key id -> its token bucket
+    key_buckets: Mutex<HashMap<i64, Bucket>>,
     /// "address:<email>" or "source:<ip>" -> failure instants, oldest first
     login_failures: Mutex<HashMap<String, VecDeque<Timestamp>>>,
     /// Sliding windows of other operations (the DNS check), by a key naming what is counted.
@@ -42,20 +80,15 @@ pub struct Limiter {
 }
 
 impl Limiter {
-    /// Counts one request of a key; refuses it past `per_minute` in the current minute.
+    /// Counts one request of a key against its quota of `per_minute` (a token bucket: see
+    /// [`Bucket`]); refuses it, with the seconds until the next token, when the bucket is empty.
     pub fn take_key_request(&self, key: i64, per_minute: u32, now: Timestamp) -> Result<(), AccessError> {
-        let minute = now.unix_secs().div_euclid(60);
-        let mut windows = self.key_windows.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let entry = windows.entry(key).or_insert((minute, 0));
-        if entry.0 != minute {
-            *entry = (minute, 0);
+        let mut buckets = self.key_buckets.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let bucket = buckets.entry(key).or_insert(Bucket { per_minute, tat: i128::MIN });
+        if bucket.per_minute != per_minute {
+            *bucket = Bucket { per_minute, tat: i128::MIN };
         }
-        if entry.1 >= per_minute {
-            let retry_after = u64::try_from(60 - now.unix_secs().rem_euclid(60)).unwrap_or(60);
-            return Err(AccessError::RateLimited { retry_after });
-        }
-        entry.1 += 1;
-        Ok(())
+        bucket.take(now).map_err(|retry_after| AccessError::RateLimited { retry_after })
     }
 
     /// Counts one use of `key`; refuses it when `allowed` uses happened in the last `window_secs`.
@@ -103,18 +136,52 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_key_quota_refuses_then_recovers_the_next_minute() {
+    fn a_key_quota_refuses_when_spent_then_gives_one_request_per_interval() {
         let limiter = Limiter::default();
-        let t = Timestamp::from_unix_secs(1_000_040); // 20 s into a minute (1,000,020 is a whole minute)
+        let t = Timestamp::from_unix_secs(1_000_040);
         for _ in 0..3 {
             limiter.take_key_request(7, 3, t).unwrap();
         }
+        // A token every 20 s: the fourth request, 10 s later, waits 10 s more.
         match limiter.take_key_request(7, 3, t.plus_secs(10)) {
-            Err(AccessError::RateLimited { retry_after }) => assert_eq!(retry_after, 30),
+            Err(AccessError::RateLimited { retry_after }) => assert_eq!(retry_after, 10),
             other => panic!("{other:?}"),
         }
         limiter.take_key_request(8, 3, t).expect("another key has its own quota");
-        limiter.take_key_request(7, 3, t.plus_secs(40)).expect("a new minute");
+        limiter.take_key_request(7, 3, t.plus_secs(20)).expect("one token back after 20 s");
+        assert!(limiter.take_key_request(7, 3, t.plus_secs(20)).is_err(), "and only one");
+        for _ in 0..3 {
+            limiter.take_key_request(7, 3, t.plus_secs(20 + 60)).expect("a full bucket a minute later");
+        }
+    }
+
+    #[test]
+    fn a_burst_across_a_minute_boundary_does_not_get_twice_the_quota() {
+        // A client spends its whole quota in the last second of a minute and bursts again in
+        // the first second of the next: per calendar minute it got 2 x 600 in one second.
+        let limiter = Limiter::default();
+        let minute = Timestamp::from_unix_secs(30_000_000 * 60); // a whole minute
+        let end_of_minute = Timestamp::from_unix_micros(minute.unix_micros() + 59_500_000);
+        let start_of_next = Timestamp::from_unix_micros(minute.unix_micros() + 60_500_000);
+        let quota = 600;
+        let first = (0..quota).filter(|_| limiter.take_key_request(1, quota, end_of_minute).is_ok()).count();
+        let second = (0..quota).filter(|_| limiter.take_key_request(1, quota, start_of_next).is_ok()).count();
+        assert_eq!(first, 600);
+        // One second later, ten tokens (600 a minute) have come back: no more.
+        assert_eq!(second, 10);
+        match limiter.take_key_request(1, quota, start_of_next) {
+            Err(AccessError::RateLimited { retry_after }) => assert_eq!(retry_after, 1, "the next token is 0.1 s away"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_changed_quota_starts_a_fresh_bucket() {
+        let limiter = Limiter::default();
+        let t = Timestamp::from_unix_secs(10_000);
+        limiter.take_key_request(3, 1, t).unwrap();
+        assert!(limiter.take_key_request(3, 1, t).is_err());
+        limiter.take_key_request(3, 5, t).expect("the new quota applies at once");
     }
 
     #[test]

@@ -7,8 +7,10 @@
 //! the raw body>`, which signs no time and so could be replayed for ever, and the Standard
 //! Webhooks headers (`webhook-id`, `webhook-timestamp`, `webhook-signature: v1,<base64 HMAC of
 //! "{id}.{timestamp}.{body}">`), which let a receiver refuse stale or repeated deliveries. The
-//! secret is `whsec_<base64 of 32 random bytes>`, as Standard Webhooks writes them; both HMACs are
-//! keyed with the 32 decoded bytes.
+//! secret is `whsec_<base64 of 32 random bytes>`, as Standard Webhooks writes them. The two HMACs
+//! are keyed differently, each as its own scheme says: `X-Svc-Signature` with the secret string
+//! exactly as creation returned it (`whsec_` included, its UTF-8 bytes: all a client of the
+//! contract knows is "the webhook secret"), `webhook-signature` with the 32 decoded bytes.
 //!
 //! Delivery is at least once: the worker fans new outbox events out to the webhooks that want
 //! them (one row per webhook and event, the body built once so every attempt sends the same
@@ -22,6 +24,8 @@ use super::MailingError;
 use super::Service;
 use super::delivery::backoff;
 use super::model::{Delivery, DeliveryState, DomainId, ListId, Webhook, WebhookId};
+use crate::access::model::{KeyScope, Role, UserId, UserStatus};
+use crate::access::principal::Via;
 use crate::access::principal::{RequestCtx, audit_done, audited_refusal};
 use crate::access::{AccessError, Perm, Principal, Target};
 use crate::egress::{EgressError, Header, PostReply, parse_url};
@@ -111,12 +115,18 @@ fn scope_of(
 fn new_secret() -> (String, Vec<u8>) {
     let mut key = vec![0u8; 32];
     secrets::fill_random(&mut key);
-    (format!("{SECRET_PREFIX}{}", B64.encode(&key)), key)
+    (secret_string(&key), key)
 }
 
-/// The HMAC key of a secret `whsec_<base64>`.
+/// The Standard Webhooks HMAC key of a secret `whsec_<base64>`: its decoded bytes.
 pub fn secret_key(secret: &str) -> Option<Vec<u8>> {
     B64.decode(secret.strip_prefix(SECRET_PREFIX)?).ok().filter(|k| !k.is_empty())
+}
+
+/// The secret as creation returned it, from its decoded key (the inverse of [`secret_key`]: the
+/// standard base64 of a key is unique, so the string is the one the client holds).
+pub fn secret_string(key: &[u8]) -> String {
+    format!("{SECRET_PREFIX}{}", B64.encode(key))
 }
 
 /// What binds a sealed secret to its webhook: the URL, which never changes.
@@ -124,14 +134,78 @@ fn binding(url: &str) -> String {
     format!("webhook:{url}")
 }
 
+/// What a request without `domain_id` and `list_id` means (`decisions.md`: "every domain or list
+/// in the creator's scope"): the filter to store and whether the webhook follows its creator.
+/// - an installation administrator (site admin, user-level credential): the whole installation,
+///   as before;
+/// - a key scoped to a domain or a list: that domain or list, stored as the filter (a key's scope
+///   never changes, and the webhook is then managed like any other of that domain or list);
+/// - anyone else (a session or a user-level key): no filter stored, the creator's roles read at
+///   each fan-out ([`CreatorReach`]), so a revoked role stops the events it gave at once.
+fn unfiltered_means(
+    app: &Service,
+    p: &Principal,
+    req: &NewWebhookRequest,
+) -> Result<(Option<DomainId>, Option<ListId>, bool), MailingError> {
+    if req.domain_id.is_some() || req.list_id.is_some() || p.authorize(Perm::Manage, &Target::Installation, "").is_ok()
+    {
+        return Ok((req.domain_id, req.list_id, false));
+    }
+    let Via::Key(key) = &p.via else { return Ok((None, None, true)) };
+    match &key.scope {
+        KeyScope::User => Ok((None, None, true)),
+        KeyScope::Domain(d) => {
+            let found = in_read(&*app.store, |tx| tx.domain_by_name(d))?;
+            Ok((Some(found.ok_or(MailingError::NotFound("domain"))?.id), None, false))
+        }
+        KeyScope::List(d, l) => {
+            let found = in_read(&*app.store, |tx| tx.list_by_name(d, l))?;
+            Ok((None, Some(found.ok_or(MailingError::NotFound("list"))?.id), false))
+        }
+    }
+}
+
+/// Whether `p` manages webhook `w` whose filter's scope is `scope`: `manage` on that scope, or,
+/// for a webhook without filter, being its creator with a user-level credential holding `manage`.
+fn may_manage(p: &Principal, w: &Webhook, scope: &Scope) -> Result<(), AccessError> {
+    let by_scope = p.authorize(Perm::Manage, &scope.target(), "webhook");
+    if by_scope.is_err()
+        && matches!(scope, Scope::Installation)
+        && w.created_by.is_some()
+        && w.created_by == p.actor().user_id
+    {
+        return p.authorize_self(Perm::Manage);
+    }
+    by_scope
+}
+
 pub fn create(app: &Service, p: &Principal, ctx: &RequestCtx, req: NewWebhookRequest) -> Result<Created, MailingError> {
     if req.events.is_empty() {
         return Err(MailingError::Invalid("events must name at least one event".into()));
     }
-    let found = in_read(&*app.store, |tx| scope_of(tx, req.domain_id, req.list_id))?;
+    let (domain_filter, list_filter, for_creator) = unfiltered_means(app, p, &req)?;
+    if for_creator {
+        // No filter, and the caller is not an installation administrator: the webhook follows
+        // its creator's scope (see `CreatorReach`), so the caller must manage some domain or list.
+        let manages_some = p.roles.iter().any(|r| matches!(r, Role::DomainAdmin(_) | Role::Owner(..)));
+        let allowed = p.authorize_self(Perm::Manage).and_then(|()| {
+            if manages_some {
+                Ok(())
+            } else {
+                Err(AccessError::Forbidden(
+                    "a webhook without domain_id or list_id needs the manage permission on a domain or a list".into(),
+                ))
+            }
+        });
+        allowed.map_err(|e| {
+            MailingError::Access(audited_refusal(&app.access, p, ctx, "webhook.create", "creator scope", e))
+        })?;
+    }
+    let found = in_read(&*app.store, |tx| scope_of(tx, domain_filter, list_filter))?;
     let label = found.as_ref().map_or_else(|| "webhook".to_owned(), |(s, _)| s.label());
     let allowed = match &found {
-        None => Err(AccessError::NotFound(if req.list_id.is_some() { "list" } else { "domain" })),
+        _ if for_creator => Ok(()),
+        None => Err(AccessError::NotFound(if list_filter.is_some() { "list" } else { "domain" })),
         Some((scope, _)) => p.authorize(Perm::Manage, &scope.target(), "webhook scope"),
     };
     allowed.map_err(|e| MailingError::Access(audited_refusal(&app.access, p, ctx, "webhook.create", &label, e)))?;
@@ -157,7 +231,7 @@ pub fn create(app: &Service, p: &Principal, ctx: &RequestCtx, req: NewWebhookReq
             url: &url,
             events: &events,
             domain_id,
-            list_id: req.list_id,
+            list_id: list_filter,
             secret_sealed: &sealed,
             created_by: p.actor().user_id,
         };
@@ -181,7 +255,7 @@ pub fn list(app: &Service, p: &Principal, page: Page) -> Result<Paged<Webhook>, 
         let mut out = Vec::new();
         for w in tx.all_webhooks()? {
             let Some(scope) = scope_of_webhook(tx, &w)? else { continue };
-            if p.authorize(Perm::Manage, &scope.target(), "webhook").is_ok() {
+            if may_manage(p, &w, &scope).is_ok() {
                 out.push(w);
             }
         }
@@ -211,7 +285,7 @@ fn authorized(
     })?;
     let checked = match &found {
         None => Err(AccessError::NotFound("webhook")),
-        Some((_, scope)) => p.authorize(Perm::Manage, &scope.target(), "webhook"),
+        Some((w, scope)) => may_manage(p, w, scope),
     };
     checked
         .map_err(|e| MailingError::Access(audited_refusal(&app.access, p, ctx, action, &format!("webhook:{id}"), e)))?;
@@ -270,9 +344,10 @@ fn status_error(status: u16) -> String {
     }
 }
 
-/// `sha256=<hex HMAC-SHA256(key, body)>`: the contract's `X-Svc-Signature`.
-pub fn svc_signature(key: &[u8], body: &[u8]) -> String {
-    let tag = ring::hmac::sign(&ring::hmac::Key::new(ring::hmac::HMAC_SHA256, key), body);
+/// `sha256=<hex HMAC-SHA256(secret, body)>`: the contract's `X-Svc-Signature`, keyed with the
+/// whole secret string (`whsec_…`, UTF-8), not its decoded part (`decisions.md`).
+pub fn svc_signature(secret: &str, body: &[u8]) -> String {
+    let tag = ring::hmac::sign(&ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.as_bytes()), body);
     let hex: String = tag.as_ref().iter().map(|b| format!("{b:02x}")).collect();
     format!("sha256={hex}")
 }
@@ -288,12 +363,13 @@ pub fn standard_signature(key: &[u8], id: &str, timestamp: i64, body: &[u8]) -> 
     format!("v1,{}", B64.encode(ctx.sign().as_ref()))
 }
 
-/// The headers of one attempt: both signatures, the timestamp of now.
+/// The headers of one attempt: both signatures (each keyed as its scheme says, from the one
+/// decoded key), the timestamp of now.
 pub fn signed_headers(key: &[u8], event: &str, id: &str, timestamp: i64, body: &[u8]) -> Vec<Header> {
     vec![
         ("X-Svc-Event", event.to_owned()),
         ("X-Svc-Delivery", id.to_owned()),
-        ("X-Svc-Signature", svc_signature(key, body)),
+        ("X-Svc-Signature", svc_signature(&secret_string(key), body)),
         ("webhook-id", id.to_owned()),
         ("webhook-timestamp", timestamp.to_string()),
         ("webhook-signature", standard_signature(key, id, timestamp, body)),
@@ -352,6 +428,56 @@ pub fn event_body(e: &Event) -> String {
     json!({ "id": e.public_id, "type": e.name.as_str(), "created_at": e.at.to_rfc3339(), "data": e.data }).to_string()
 }
 
+/// Whose scope bounds a webhook's events beyond its filter. A webhook without `domain_id` and
+/// `list_id` made by a user follows that user's roles as they are at each fan-out (read here,
+/// not captured at creation): a domain admin's gets that domain's events, an owner's its lists',
+/// a site admin's everything, and a revoked role or a disabled account stops them at once, as a
+/// revoked role takes effect on the very next request. The operator's (the command line) and
+/// every filtered webhook: the filter alone decides.
+enum CreatorReach {
+    All,
+    Roles(Vec<Role>),
+}
+
+/// Names of the domains and lists events refer to, looked up once per fan-out.
+#[derive(Default)]
+struct Names {
+    domains: std::collections::HashMap<i64, Option<DomainName>>,
+    lists: std::collections::HashMap<i64, Option<(DomainName, ListName)>>,
+}
+
+impl CreatorReach {
+    fn of(tx: &mut dyn Tx, w: &Webhook) -> Result<Self, MailingError> {
+        let Some(creator) = w.created_by.filter(|_| w.domain_id.is_none() && w.list_id.is_none()) else {
+            return Ok(CreatorReach::All);
+        };
+        let id = UserId::from_stored(creator);
+        let active = tx.user_by_id(id)?.is_some_and(|u| u.user.status == UserStatus::Active);
+        let roles: Vec<Role> = if active { tx.roles_of(id)?.into_iter().map(|g| g.role).collect() } else { Vec::new() };
+        Ok(if roles.contains(&Role::SiteAdmin) { CreatorReach::All } else { CreatorReach::Roles(roles) })
+    }
+
+    /// Whether the creator's roles give `manage` on the event's list (or domain).
+    fn covers(&self, tx: &mut dyn Tx, names: &mut Names, e: &Event) -> Result<bool, MailingError> {
+        let CreatorReach::Roles(roles) = self else { return Ok(true) };
+        if roles.is_empty() {
+            return Ok(false);
+        }
+        let manages = |target: Target<'_>| roles.iter().any(|r| r.perms_on(&target).contains(Perm::Manage));
+        if let Some(l) = e.list_id {
+            if let std::collections::hash_map::Entry::Vacant(slot) = names.lists.entry(l) {
+                slot.insert(tx.list_by_id(ListId::from_stored(l))?.map(|x| (x.domain, x.name)));
+            }
+            return Ok(names.lists[&l].as_ref().is_some_and(|(d, n)| manages(Target::List(d, n))));
+        }
+        let Some(d) = e.domain_id else { return Ok(false) };
+        if let std::collections::hash_map::Entry::Vacant(slot) = names.domains.entry(d) {
+            slot.insert(tx.domain_by_id(DomainId::from_stored(d))?.map(|x| x.name));
+        }
+        Ok(names.domains[&d].as_ref().is_some_and(|n| manages(Target::Domain(n))))
+    }
+}
+
 /// Fans the outbox's new events out to the webhooks that want them; how many deliveries.
 fn fan_out(tx: &mut dyn Tx, now: Timestamp) -> Result<u64, MailingError> {
     let mut queued = 0;
@@ -363,13 +489,22 @@ fn fan_out(tx: &mut dyn Tx, now: Timestamp) -> Result<u64, MailingError> {
         }
         return Ok(0);
     }
+    let reaches = hooks.iter().map(|w| CreatorReach::of(tx, w)).collect::<Result<Vec<_>, _>>()?;
+    let mut names = Names::default();
     loop {
         let cursor = tx.webhook_cursor()?;
         let events = tx.events_after(cursor, 500)?;
         let Some(last) = events.last().map(|e| e.id) else { return Ok(queued) };
         for e in &events {
-            // A webhook receives the events recorded after it was created, not before.
-            for w in hooks.iter().filter(|w| w.created_at <= e.at && w.wants(e.name, e.domain_id, e.list_id)) {
+            // A webhook receives the events recorded after it was created, not before; one
+            // without filter only those in its creator's scope now.
+            for (w, reach) in hooks.iter().zip(&reaches) {
+                if !(w.created_at <= e.at
+                    && w.wants(e.name, e.domain_id, e.list_id)
+                    && reach.covers(tx, &mut names, e)?)
+                {
+                    continue;
+                }
                 tx.enqueue_delivery(w.id, e, &event_body(e), now)?;
                 queued += 1;
             }

@@ -31,9 +31,7 @@ impl IntoResponse for OcrError {
     fn into_response(self) -> Response {
         let e = self.0;
         let mut resp = json_response(e.status(), &json!({ "errors": e.message, "code": e.code.as_str() }));
-        if let Some(secs) = e.retry_after {
-            resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
-        }
+        e.add_headers(resp.headers_mut());
         resp.extensions_mut().insert(ErrorCode(e.code));
         resp
     }

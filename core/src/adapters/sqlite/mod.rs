@@ -293,6 +293,13 @@ pub(crate) fn map_err(e: rusqlite::Error) -> StoreError {
     }
 }
 
+/// The backend as `backend()` names it, without opening (or creating) a database: the linked
+/// SQLite library is the one every store of this build opens. For read-only commands
+/// (`courrier version`), which must create nothing.
+pub fn describe_backend() -> String {
+    format!("sqlite {} (WAL, synchronous=FULL)", rusqlite::version())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
