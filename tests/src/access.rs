@@ -262,7 +262,8 @@ fn success_of(route: &routes::Route) -> u16 {
 enum Reach {
     /// Users, keys, the audit log, domain creation: a scoped key does not reach them (404).
     Installation,
-    /// Summaries over what the caller sees (dashboard, queue, domain listing).
+    /// Summaries over what the caller sees (dashboard, queue, domain listing), and what acts within
+    /// the key's own scope (an unfiltered webhook).
     Summary,
     DomainRead,
     /// A list-scoped key reads its domain and changes nothing of it (403).
@@ -279,6 +280,9 @@ fn reach_of(route: &routes::Route) -> Reach {
     } else if p == "/api/v1/dashboard"
         || p == "/api/v1/system/queue"
         || ((p == "/api/v1/domains" || p == "/api/v1/webhooks") && route.method == routes::Method::GET)
+        // A webhook created without a domain or list follows the creator's scope (decisions.md):
+        // a scoped key's webhook is filtered to the key's domain or list.
+        || (p == "/api/v1/webhooks" && route.method == routes::Method::POST)
     {
         Reach::Summary
     } else {
