@@ -177,6 +177,11 @@ pub async fn post_cuts(
 pub async fn post_zones(State(state): State<AppState>, Auth(_p): Auth, req: Request) -> Result<Response, OcrError> {
     gate(&state, &Method::POST).await?;
     let input = input::read(req, &state, JSON_LIMITS).await?;
+    for field in ["name", "vatNumber", "vat"] {
+        if input.get(field).is_some_and(|v| v.chars().any(char::is_control)) {
+            return Err(invalid(format!("{field} holds control characters")).into());
+        }
+    }
     let name = input.text("name").map(str::to_owned);
     let vat = input.text("vatNumber").or_else(|| input.text("vat")).map(str::to_owned);
     if name.is_none() && vat.is_none() {
