@@ -172,7 +172,9 @@ pub static ROUTES: &[Route] = &[
 /// One line of text without control characters (what the checks in core refuse).
 const ONE_LINE: &str = "^[^\\u0000-\\u001f\\u007f-\\u009f]*$";
 /// The same, holding at least one visible character.
-const ONE_LINE_SET: &str = "^[^\\u0000-\\u001f\\u007f-\\u009f]*\\S[^\\u0000-\\u001f\\u007f-\\u009f]*$";
+// `\S` alone would match a control character: the visible one excludes them too.
+const ONE_LINE_SET: &str =
+    "^[^\\u0000-\\u001f\\u007f-\\u009f]*[^\\s\\u0000-\\u001f\\u007f-\\u009f][^\\u0000-\\u001f\\u007f-\\u009f]*$";
 
 pub const CUT_REQUEST: Schema = Schema(|| {
     let object = |d: &str| json!({ "anyOf": [{ "type": "string" }, { "type": "object" }], "description": d });
