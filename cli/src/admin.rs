@@ -90,7 +90,7 @@ pub fn user(config: &Config, cmd: UserCommand, json: bool) -> Result<(), CliErro
     if site_admin {
         roles::grant(&app, &p, &ctx, user.id, Role::SiteAdmin)?;
     }
-    let mut doc = courrier_http::dto::user(&user);
+    let mut doc = courrier_core::access::views::user(&user);
     doc["invitation"] = invitation.as_str().into();
     let mut text = format!("created user {} ({})", user.id, user.email);
     match &invitation {
@@ -119,7 +119,11 @@ pub fn role(config: &Config, cmd: RoleCommand, json: bool) -> Result<(), CliErro
     let app = wire(config, crate::build_info())?.access;
     let (user, _) = users::by_email(&app, &email)?;
     let grant = roles::grant(&app, &Principal::operator(), &RequestCtx::cli(), user.id, role)?;
-    print(json, &courrier_http::dto::role_grant(&grant), &format!("granted {} to {}", kind.as_str(), user.email));
+    print(
+        json,
+        &courrier_core::access::views::role_grant(&grant),
+        &format!("granted {} to {}", kind.as_str(), user.email),
+    );
     Ok(())
 }
 
@@ -128,7 +132,7 @@ pub fn create_api_key(config: &Config, cmd: CreateApiKey, json: bool) -> Result<
     // A bare date means the end of that day, UTC.
     let expires = cmd.expires.map(|d| if d.len() == 10 { format!("{d}T23:59:59Z") } else { d });
     let perms: Vec<String> = cmd.perms.iter().map(|p| p.trim().to_owned()).filter(|p| !p.is_empty()).collect();
-    let new = courrier_http::parse_key_request(
+    let new = keys::NewKey::parse(
         cmd.name,
         &cmd.scope,
         cmd.domain.as_deref(),

@@ -37,12 +37,6 @@ pub enum CliError {
     Usage(#[from] courrier_core::ocr::usage::UsageError),
 }
 
-impl From<courrier_http::error::ApiError> for CliError {
-    fn from(e: courrier_http::error::ApiError) -> Self {
-        CliError::Input { code: e.code, message: e.message }
-    }
-}
-
 impl CoreError for CliError {
     fn code(&self) -> Code {
         match self {

@@ -127,7 +127,7 @@ fn execute(cli: Cli) -> Result<(), CliError> {
                 build: build_info(),
                 backend: courrier_core::adapters::sqlite::describe_backend(),
             };
-            let doc = courrier_http::dto::version(&version);
+            let doc = courrier_core::system::version_view(&version);
             if cli.json {
                 println!("{doc}");
             } else {

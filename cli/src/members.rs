@@ -101,7 +101,7 @@ pub fn domain(config: &Config, cmd: DomainCommand, json: bool) -> Result<(), Cli
         domains::NewDomainRequest { name: DomainName::parse(&name)?, dkim_selector, default_subscription_policy: None };
     let d = domains::create(&app, &Principal::operator(), &RequestCtx::cli(), req)?;
     if json {
-        println!("{}", courrier_http::dto::domain(&d));
+        println!("{}", courrier_core::mailing::views::domain(&d));
     } else {
         println!("domain {} created ({})", d.name, d.status.as_str());
     }
@@ -112,7 +112,7 @@ fn dns_check(app: &courrier_core::mailing::Service, name: &str, json: bool) -> R
     let name = DomainName::parse(name)?;
     let check = courrier_core::mailing::dns_check::run(app, &Principal::operator(), &RequestCtx::cli(), &name)?;
     if json {
-        println!("{}", courrier_http::dto::dns_check(&check));
+        println!("{}", courrier_core::mailing::views::dns_check(&check));
         return Ok(());
     }
     for v in &check.records {
@@ -148,7 +148,7 @@ pub fn list(config: &Config, cmd: ListCommand, json: bool) -> Result<(), CliErro
     };
     let created = lists::create(&app, &Principal::operator(), &RequestCtx::cli(), &d, req)?;
     if json {
-        println!("{}", courrier_http::dto::list_detail(&created));
+        println!("{}", courrier_core::mailing::views::list_detail(&created));
     } else {
         println!("list {} created", created.address());
     }
@@ -185,7 +185,7 @@ pub fn members(config: &Config, cmd: MembersCommand, json: bool) -> Result<(), C
             bar.finish_and_clear();
             let report = report?;
             if json {
-                println!("{}", courrier_http::dto::import_report(&report));
+                println!("{}", courrier_core::mailing::views::import_report(&report));
             } else {
                 println!(
                     "{} rows: {} added, {} skipped (already on the list), {} errors, {} delivery modes set to regular",

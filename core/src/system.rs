@@ -2,6 +2,7 @@
 
 use crate::kernel::{BuildInfo, VersionInfo};
 use crate::storage::Database;
+use serde_json::{Value, json};
 
 /// Liveness: the process answers. Deliberately touches no dependency, so that a load balancer
 /// does not take every server out at once when the database is slow; component readiness is
@@ -44,4 +45,25 @@ pub fn audit(
         filter.actor_user_id = own;
     }
     Ok(crate::storage::in_read(&*app.store, |tx| tx.list_audit(&filter, page))?)
+}
+
+/// The contract's Version object. `go_version` is the contract's key; it and `rust_version` hold
+/// the Rust compiler's version (`decisions.md`). `built_at` only when injected at build.
+pub fn version_view(v: &VersionInfo) -> Value {
+    let mut doc = json!({
+        "version": v.build.version,
+        "commit": v.build.commit,
+        "dirty": v.build.dirty,
+        "go_version": v.build.rustc,
+        "rust_version": v.build.rustc,
+        "platform": v.build.platform,
+        "backend": v.backend,
+    });
+    if let Some(at) = v.build.commit_at {
+        doc["commit_at"] = at.into();
+    }
+    if let Some(at) = v.build.built_at {
+        doc["built_at"] = at.into();
+    }
+    doc
 }

@@ -4,7 +4,6 @@ use crate::AppState;
 use crate::auth::{Auth, Ctx, SESSION_COOKIE};
 use crate::blocking::run_blocking;
 use crate::body::Json;
-use crate::dto;
 use crate::envelope::Reply;
 use crate::error::ApiError;
 use crate::query::QueryParams;
@@ -12,9 +11,9 @@ use crate::routes::{Access, Param, ParamKind, Perm, QueryParam, Route, Success, 
 use crate::schema;
 use axum::extract::{Path, RawQuery, State};
 use axum::response::{IntoResponse, Response};
-use courrier_core::access::model::{KeyId, KeyScope, PermSet, Profile, Role, RoleKind, UserId, UserStatus};
+use courrier_core::access::model::{KeyId, Profile, Role, RoleKind, UserId, UserStatus};
 use courrier_core::access::{keys, principal, roles, sessions, users};
-use courrier_core::kernel::{AuditFilter, Code, DomainName, EmailAddress, ListName, Timestamp};
+use courrier_core::kernel::{AuditFilter, Code, DomainName, EmailAddress, ListName};
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -114,8 +113,8 @@ async fn login(
     let done = run_blocking(move || Ok(sessions::login(&app, &ctx, &body.email, &body.password)?)).await?;
     let max_age = done.expires_at.unix_secs() - state.access.clock.now().unix_secs();
     let mut resp = Reply::ok(json!({
-        "user": dto::user(&done.user),
-        "roles": done.roles.iter().map(dto::role).collect::<Vec<_>>(),
+        "user": courrier_core::access::views::user(&done.user),
+        "roles": done.roles.iter().map(courrier_core::access::views::role).collect::<Vec<_>>(),
         "csrf_token": done.csrf_token,
         "expires_at": done.expires_at.to_rfc3339(),
     }))
@@ -152,10 +151,10 @@ async fn session(Auth(p): Auth, headers: HeaderMap) -> Reply {
         principal::Via::Operator => ("operator", None),
     };
     Reply::ok(json!({
-        "user": p.user.as_ref().map(dto::user),
+        "user": p.user.as_ref().map(courrier_core::access::views::user),
         "via": via,
         "csrf_token": csrf,
-        "roles": p.roles.iter().map(dto::role).collect::<Vec<_>>(),
+        "roles": p.roles.iter().map(courrier_core::access::views::role).collect::<Vec<_>>(),
         "domains": domains,
         "lists": lists,
         "perms": perms.iter().map(|p| p.as_str()).collect::<Vec<_>>(),
@@ -200,7 +199,7 @@ async fn list_users(State(state): State<AppState>, Auth(p): Auth, RawQuery(raw):
     let page = QueryParams::parse(raw.as_deref(), &["limit", "offset"])?.page()?;
     let app = state.access.clone();
     let paged = run_blocking(move || Ok(users::list(&app, &p, page)?)).await?;
-    Ok(Reply::collection(paged.items.iter().map(dto::user).collect(), paged.total, paged.page))
+    Ok(Reply::collection(paged.items.iter().map(courrier_core::access::views::user).collect(), paged.total, paged.page))
 }
 
 /// `null` clears a profile field; an absent field is left as it is.
@@ -239,7 +238,7 @@ async fn create_user(
     };
     let app = state.access.clone();
     let (user, invitation) = run_blocking(move || Ok(users::create(&app, &p, &ctx, new)?)).await?;
-    let mut data = dto::user(&user);
+    let mut data = courrier_core::access::views::user(&user);
     data["invitation"] = json!(invitation.as_str());
     Ok(Reply::created(data))
 }
@@ -253,8 +252,8 @@ async fn get_user(
     let id = user_id(&id)?;
     let app = state.access.clone();
     let (user, grants) = run_blocking(move || Ok(users::get(&app, &p, &ctx, id)?)).await?;
-    let mut data = dto::user(&user);
-    data["roles"] = grants.iter().map(dto::role_grant).collect();
+    let mut data = courrier_core::access::views::user(&user);
+    data["roles"] = grants.iter().map(courrier_core::access::views::role_grant).collect();
     Ok(Reply::ok(data))
 }
 
@@ -303,7 +302,7 @@ async fn update_user(
     };
     let app = state.access.clone();
     let user = run_blocking(move || Ok(users::update(&app, &p, &ctx, id, patch)?)).await?;
-    Ok(Reply::ok(dto::user(&user)))
+    Ok(Reply::ok(courrier_core::access::views::user(&user)))
 }
 
 #[derive(Deserialize)]
@@ -334,7 +333,7 @@ async fn list_roles(
     let id = user_id(&id)?;
     let app = state.access.clone();
     let grants = run_blocking(move || Ok(roles::list(&app, &p, &ctx, id)?)).await?;
-    Ok(Reply::ok(grants.iter().map(dto::role_grant).collect()))
+    Ok(Reply::ok(grants.iter().map(courrier_core::access::views::role_grant).collect()))
 }
 
 #[derive(Deserialize)]
@@ -370,7 +369,7 @@ async fn grant_role(
     let role = body.parse()?;
     let app = state.access.clone();
     let grant = run_blocking(move || Ok(roles::grant(&app, &p, &ctx, id, role)?)).await?;
-    Ok(Reply::created(dto::role_grant(&grant)))
+    Ok(Reply::created(courrier_core::access::views::role_grant(&grant)))
 }
 
 async fn revoke_role(
@@ -391,7 +390,11 @@ async fn list_keys(State(state): State<AppState>, Auth(p): Auth, RawQuery(raw): 
     let page = QueryParams::parse(raw.as_deref(), &["limit", "offset"])?.page()?;
     let app = state.access.clone();
     let paged = run_blocking(move || Ok(keys::list(&app, &p, page)?)).await?;
-    Ok(Reply::collection(paged.items.iter().map(dto::api_key).collect(), paged.total, paged.page))
+    Ok(Reply::collection(
+        paged.items.iter().map(courrier_core::access::views::api_key).collect(),
+        paged.total,
+        paged.page,
+    ))
 }
 
 #[derive(Deserialize)]
@@ -407,56 +410,13 @@ struct CreateKeyBody {
     rate_limit_per_min: Option<u32>,
 }
 
-/// Parses the parts of a key request that the API and the CLI share.
-pub fn parse_key_request(
-    name: String,
-    scope_kind: &str,
-    domain: Option<&str>,
-    list: Option<&str>,
-    perms: &[String],
-    expires_at: Option<&str>,
-    rate_limit_per_min: Option<u32>,
-) -> Result<keys::NewKey, ApiError> {
-    let invalid = |m: String| ApiError::new(Code::ValidationFailed, m);
-    let domain = domain.map(DomainName::parse).transpose()?;
-    let list = list.map(ListName::parse).transpose()?;
-    let scope = match (scope_kind, domain, list) {
-        ("user", None, None) => KeyScope::User,
-        ("domain", Some(d), None) => KeyScope::Domain(d),
-        ("list", Some(d), Some(l)) => KeyScope::List(d, l),
-        ("user" | "domain" | "list", ..) => {
-            return Err(invalid(format!(
-                "scope_kind {scope_kind} takes {}",
-                match scope_kind {
-                    "user" => "neither domain nor list",
-                    "domain" => "a domain and no list",
-                    _ => "a domain and a list",
-                }
-            )));
-        }
-        (other, ..) => return Err(invalid(format!("scope_kind must be user, domain or list, not {other:?}"))),
-    };
-    let mut set = Vec::new();
-    for p in perms {
-        set.push(Perm::parse(p).ok_or_else(|| {
-            invalid(format!("unknown permission {p:?}: read, members:write, send, moderate or manage"))
-        })?);
-    }
-    let expires_at = expires_at
-        .map(|s| {
-            Timestamp::parse_rfc3339(s).ok_or_else(|| invalid("expires_at must be an RFC 3339 date or time".into()))
-        })
-        .transpose()?;
-    Ok(keys::NewKey { name, scope, perms: PermSet::of(&set), expires_at, rate_limit_per_min })
-}
-
 async fn create_key(
     State(state): State<AppState>,
     Auth(p): Auth,
     Ctx(ctx): Ctx,
     Json(body): Json<CreateKeyBody>,
 ) -> Result<Reply, ApiError> {
-    let new = parse_key_request(
+    let new = keys::NewKey::parse(
         body.name,
         &body.scope_kind,
         body.domain.as_deref(),
@@ -467,7 +427,7 @@ async fn create_key(
     )?;
     let app = state.access.clone();
     let created = run_blocking(move || Ok(keys::create_own(&app, &p, &ctx, new)?)).await?;
-    let mut data = dto::api_key(&created.key);
+    let mut data = courrier_core::access::views::api_key(&created.key);
     data["secret"] = json!(created.secret);
     Ok(Reply::created(data))
 }

@@ -2,12 +2,10 @@
 //! contract's envelopes. No domain rule lives here.
 
 mod access;
-pub use access::parse_key_request;
 pub mod auth;
 pub mod blocking;
 pub mod body;
 mod context;
-pub mod dto;
 pub mod envelope;
 pub mod error;
 mod mailing;
@@ -57,7 +55,7 @@ impl AppState {
         version: &VersionInfo,
     ) -> Self {
         let render = |api| bytes::Bytes::from(openapi::document(api, version.build.version).to_string());
-        let version_json = dto::version(version).to_string().into();
+        let version_json = courrier_core::system::version_view(version).to_string().into();
         Self {
             version_json,
             openapi_mailing: render(routes::Api::Mailing),

@@ -5,7 +5,6 @@ use crate::AppState;
 use crate::auth::{Auth, Ctx};
 use crate::blocking::run_blocking;
 use crate::body::{Json, parse_json, read_limited};
-use crate::dto;
 use crate::envelope::{self, Reply};
 use crate::error::ApiError;
 use crate::query::QueryParams;
@@ -220,13 +219,13 @@ mod patch_text {
 async fn get_dashboard(State(state): State<AppState>, Auth(p): Auth) -> Result<Reply, ApiError> {
     let app = state.mailing.clone();
     let d = run_blocking(move || Ok(dashboard::dashboard(&app, &p)?)).await?;
-    Ok(Reply::ok(dto::dashboard(&d)))
+    Ok(Reply::ok(courrier_core::mailing::views::dashboard(&d)))
 }
 
 async fn get_queue(State(state): State<AppState>, Auth(p): Auth) -> Result<Reply, ApiError> {
     let app = state.mailing.clone();
     let q = run_blocking(move || Ok(dashboard::queue(&app, &p)?)).await?;
-    Ok(Reply::ok(dto::queue(&q)))
+    Ok(Reply::ok(courrier_core::mailing::views::queue(&q)))
 }
 
 async fn list_domains(
@@ -239,7 +238,7 @@ async fn list_domains(
     let status = parse_enum("status", q.get("status").map(str::to_owned), DomainStatus::parse, &DomainStatus::names())?;
     let app = state.mailing.clone();
     let found = run_blocking(move || Ok(domains::list(&app, &p, status, page)?)).await?;
-    Ok(Reply::collection(found.items.iter().map(dto::domain).collect(), found.total, page))
+    Ok(Reply::collection(found.items.iter().map(courrier_core::mailing::views::domain).collect(), found.total, page))
 }
 
 #[derive(Deserialize)]
@@ -263,7 +262,7 @@ async fn create_domain(
     };
     let app = state.mailing.clone();
     let d = run_blocking(move || Ok(domains::create(&app, &p, &ctx, req)?)).await?;
-    Ok(Reply::created(dto::domain(&d)))
+    Ok(Reply::created(courrier_core::mailing::views::domain(&d)))
 }
 
 async fn get_domain(
@@ -275,7 +274,7 @@ async fn get_domain(
     let name = domain_name(&domain)?;
     let app = state.mailing.clone();
     let d = run_blocking(move || Ok(domains::get(&app, &p, &ctx, &name)?)).await?;
-    Ok(Reply::ok(dto::domain(&d)))
+    Ok(Reply::ok(courrier_core::mailing::views::domain(&d)))
 }
 
 #[derive(Deserialize)]
@@ -302,7 +301,7 @@ async fn update_domain(
     };
     let app = state.mailing.clone();
     let d = run_blocking(move || Ok(domains::update(&app, &p, &ctx, &name, patch)?)).await?;
-    Ok(Reply::ok(dto::domain(&d)))
+    Ok(Reply::ok(courrier_core::mailing::views::domain(&d)))
 }
 
 async fn list_lists(
@@ -321,7 +320,7 @@ async fn list_lists(
         .iter()
         .skip(usize::try_from(page.offset()).unwrap_or(usize::MAX))
         .take(page.limit() as usize)
-        .map(dto::list_summary)
+        .map(courrier_core::mailing::views::list_summary)
         .collect();
     Ok(Reply::collection(window, all.len() as u64, page))
 }
@@ -354,7 +353,7 @@ async fn create_list(
     };
     let app = state.mailing.clone();
     let l = run_blocking(move || Ok(lists::create(&app, &p, &ctx, &domain, req)?)).await?;
-    Ok(Reply::created(dto::list_detail(&l)))
+    Ok(Reply::created(courrier_core::mailing::views::list_detail(&l)))
 }
 
 async fn get_list(
@@ -366,7 +365,7 @@ async fn get_list(
     let (d, l) = names(&domain, &list)?;
     let app = state.mailing.clone();
     let found = run_blocking(move || Ok(lists::get(&app, &p, &ctx, &d, &l)?)).await?;
-    Ok(Reply::ok(dto::list_detail(&found)))
+    Ok(Reply::ok(courrier_core::mailing::views::list_detail(&found)))
 }
 
 #[derive(Deserialize)]
@@ -418,7 +417,7 @@ async fn update_list(
     };
     let app = state.mailing.clone();
     let found = run_blocking(move || Ok(lists::update(&app, &p, &ctx, &d, &l, patch)?)).await?;
-    Ok(Reply::ok(dto::list_detail(&found)))
+    Ok(Reply::ok(courrier_core::mailing::views::list_detail(&found)))
 }
 
 async fn set_suspended(
@@ -432,7 +431,7 @@ async fn set_suspended(
     let (d, l) = names(&domain, &list)?;
     let app = state.mailing.clone();
     let found = run_blocking(move || Ok(lists::set_suspended(&app, &p, &ctx, &d, &l, on)?)).await?;
-    Ok(Reply::ok(dto::list_detail(&found)))
+    Ok(Reply::ok(courrier_core::mailing::views::list_detail(&found)))
 }
 
 async fn suspend_list(
@@ -474,7 +473,7 @@ async fn list_members(
     let (d, l) = names(&domain, &list)?;
     let app = state.mailing.clone();
     let found = run_blocking(move || Ok(members::list(&app, &p, &ctx, &d, &l, &filter, page)?)).await?;
-    Ok(Reply::collection(found.items.iter().map(dto::member).collect(), found.total, page))
+    Ok(Reply::collection(found.items.iter().map(courrier_core::mailing::views::member).collect(), found.total, page))
 }
 
 async fn get_member(
@@ -487,7 +486,7 @@ async fn get_member(
     let who = MemberRef::parse(&member).map_err(|_| ApiError::new(Code::NotFound, "member not found"))?;
     let app = state.mailing.clone();
     let m = run_blocking(move || Ok(members::get(&app, &p, &ctx, &d, &l, &who)?)).await?;
-    Ok(Reply::ok(dto::member(&m)))
+    Ok(Reply::ok(courrier_core::mailing::views::member(&m)))
 }
 
 #[derive(Deserialize)]
@@ -789,7 +788,7 @@ async fn import_members(
     });
     let forward = forward_document(feed, tx, timeout);
     let (report, ()) = tokio::join!(importer, forward);
-    Ok(Reply::ok(dto::import_report(&report?)))
+    Ok(Reply::ok(courrier_core::mailing::views::import_report(&report?)))
 }
 
 /// Feeds the document to the importer, cutting it at the contract's 25 MiB: the importer then

@@ -5,7 +5,6 @@ use crate::AppState;
 use crate::auth::{Auth, Ctx};
 use crate::blocking::run_blocking;
 use crate::body::Json;
-use crate::dto;
 use crate::envelope::Reply;
 use crate::error::ApiError;
 use crate::query::QueryParams;
@@ -92,7 +91,7 @@ async fn create_webhook(
     };
     let app = state.mailing.clone();
     let created = run_blocking(move || Ok(webhooks::create(&app, &p, &ctx, req)?)).await?;
-    Ok(Reply::created(dto::webhook_created(&created.webhook, &created.secret)))
+    Ok(Reply::created(courrier_core::mailing::views::webhook_created(&created.webhook, &created.secret)))
 }
 
 async fn list_webhooks(
@@ -104,7 +103,7 @@ async fn list_webhooks(
     let page = q.page()?;
     let app = state.mailing.clone();
     let found = run_blocking(move || Ok(webhooks::list(&app, &p, page)?)).await?;
-    Ok(Reply::collection(found.items.iter().map(dto::webhook).collect(), found.total, page))
+    Ok(Reply::collection(found.items.iter().map(courrier_core::mailing::views::webhook).collect(), found.total, page))
 }
 
 async fn delete_webhook(
@@ -128,7 +127,7 @@ async fn test_webhook(
     let id = WebhookId::parse(&id)?;
     let app = state.mailing.clone();
     let outcome = run_blocking(move || Ok(webhooks::test(&app, &p, &ctx, id)?)).await?;
-    Ok(Reply::ok(dto::webhook_ping(&outcome)))
+    Ok(Reply::ok(courrier_core::mailing::views::webhook_ping(&outcome)))
 }
 
 async fn dns_check(
@@ -141,5 +140,5 @@ async fn dns_check(
     let name = DomainName::parse(&domain).map_err(|_| ApiError::new(Code::NotFound, "domain not found"))?;
     let app = state.mailing.clone();
     let check = run_blocking(move || Ok(dns_check::run(&app, &p, &ctx, &name)?)).await?;
-    Ok(Reply::ok(dto::dns_check(&check)))
+    Ok(Reply::ok(courrier_core::mailing::views::dns_check(&check)))
 }

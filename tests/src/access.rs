@@ -11,7 +11,7 @@ use courrier_core::mailing::members::{self, AddMember};
 use courrier_core::mailing::model::{DeliveryMode, SubscriptionPolicy};
 use courrier_core::mailing::{domains, lists, sends, webhooks};
 use courrier_http::routes::{self, Access, Api};
-use courrier_tests::harness::{Resp, SmtpSink, TestApp, run_cli_with_stdin};
+use courrier_tests::harness::{Resp, SmtpSink, TestApp, run_cli_in};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -262,7 +262,8 @@ fn success_of(route: &routes::Route) -> u16 {
 enum Reach {
     /// Users, keys, the audit log, domain creation: a scoped key does not reach them (404).
     Installation,
-    /// Summaries over what the caller sees (dashboard, queue, domain listing).
+    /// Summaries over what the caller sees (dashboard, queue, domain listing), and what acts within
+    /// the key's own scope (an unfiltered webhook).
     Summary,
     DomainRead,
     /// A list-scoped key reads its domain and changes nothing of it (403).
@@ -279,6 +280,9 @@ fn reach_of(route: &routes::Route) -> Reach {
     } else if p == "/api/v1/dashboard"
         || p == "/api/v1/system/queue"
         || ((p == "/api/v1/domains" || p == "/api/v1/webhooks") && route.method == routes::Method::GET)
+        // A webhook created without a domain or list follows the creator's scope (decisions.md):
+        // a scoped key's webhook is filtered to the key's domain or list.
+        || (p == "/api/v1/webhooks" && route.method == routes::Method::POST)
     {
         Reach::Summary
     } else {
@@ -693,10 +697,8 @@ fn scoping_users_and_the_audit_log() {
 #[test]
 fn secrets_never_come_back_nor_reach_the_log() {
     let app = courrier_tests::harness::ProcessApp::spawn(&[("COURRIER_LOG", "debug"), ("COURRIER_LOG_FORMAT", "json")]);
-    let data = app.dir.path().to_str().unwrap().to_owned();
     let cli = |args: &[&str], stdin: Option<&str>| {
-        let all: Vec<&str> = ["--data-dir", data.as_str()].into_iter().chain(args.iter().copied()).collect();
-        let (status, out, err) = run_cli_with_stdin(&all, &[("COURRIER_LOG", "debug")], stdin);
+        let (status, out, err) = run_cli_in(app.dir.path(), args, &[("COURRIER_LOG", "debug")], stdin);
         assert!(status.success(), "{err}");
         (out, err)
     };
@@ -803,10 +805,8 @@ fn the_last_site_administrator_keeps_the_role() {
 #[test]
 fn changes_made_by_another_process_reach_cached_keys_at_once() {
     let app = courrier_tests::harness::ProcessApp::spawn(&[("COURRIER_LOG", "warn")]);
-    let data = app.dir.path().to_str().unwrap().to_owned();
     let cli = |args: &[&str], stdin: &str| {
-        let all: Vec<&str> = ["--data-dir", data.as_str()].into_iter().chain(args.iter().copied()).collect();
-        let (status, out, err) = run_cli_with_stdin(&all, &[], Some(stdin));
+        let (status, out, err) = run_cli_in(app.dir.path(), args, &[], Some(stdin));
         assert!(status.success(), "{err}");
         out.trim().to_owned()
     };

@@ -233,6 +233,19 @@ pub fn run_cli_with_stdin(args: &[&str], env: &[(&str, &str)], stdin: Option<&st
     (out.status, String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
+/// As [`run_cli_with_stdin`], on the data directory `data_dir` (one a test set up or a server
+/// uses).
+pub fn run_cli_in(
+    data_dir: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+    stdin: Option<&str>,
+) -> (ExitStatus, String, String) {
+    let data_dir = data_dir.to_str().expect("a UTF-8 data directory");
+    let all: Vec<&str> = ["--data-dir", data_dir].into_iter().chain(args.iter().copied()).collect();
+    run_cli_with_stdin(&all, env, stdin)
+}
+
 /// The real binary serving on a free port.
 pub struct ProcessApp {
     pub addr: SocketAddr,

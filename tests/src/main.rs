@@ -5,6 +5,7 @@
 mod access;
 mod cli;
 mod dns_check;
+mod einvoices;
 mod envelopes;
 mod extraction;
 mod invoices;

@@ -9,7 +9,7 @@ use courrier_core::access::model::{KeyScope, Role};
 use courrier_core::kernel::{DomainName, EventName, ListName};
 use courrier_core::mailing::model::SubscriptionPolicy;
 use courrier_core::storage::in_read;
-use courrier_tests::harness::{Resp, SmtpSink, TestApp, run_cli};
+use courrier_tests::harness::{Resp, SmtpSink, TestApp, run_cli, run_cli_in};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -576,12 +576,7 @@ fn an_import_past_25_mib_keeps_the_rows_before_the_cut_and_answers_413() {
 fn the_cli_creates_lists_and_imports_and_exports_members() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let data = data.to_str().unwrap();
-    let run = |args: &[&str]| {
-        let mut all = vec!["--data-dir", data];
-        all.extend_from_slice(args);
-        run_cli(&all, &[])
-    };
+    let run = |args: &[&str]| run_cli_in(&data, args, &[], None);
     let (st, _, err) = run(&["user", "create", "--email", "owner@example.org", "--name", "Owner"]);
     assert!(st.success(), "{err}");
     let (st, out, err) = run(&["domain", "create", "example.org"]);

@@ -224,6 +224,11 @@ fn schema_invalid_software_fields_and_month_13_are_refused() {
         assert!(resp.body.contains(month), "{}", resp.body);
     }
     assert_eq!(call(&app, "POST", path, Some(&manage), Some(&json!({"month": "2026-12"}))).status, 200);
+    // A blank or padded month is not YYYY-MM either (the schema's pattern), nor a month sent as a number.
+    for month in [json!(""), json!(" 2026-12"), json!(202612)] {
+        let resp = call(&app, "POST", path, Some(&manage), Some(&json!({ "month": month })));
+        expect_refusal(&resp, 422, "validation_failed");
+    }
     // The OpenAPI document says the same.
     let doc = app.client.get("/api/openapi.json").json();
     let pattern = doc["paths"]["/api/subscriptions/stats/{email}"]["post"]["requestBody"]["content"]["application/json"]
@@ -235,6 +240,42 @@ fn schema_invalid_software_fields_and_month_13_are_refused() {
     let create = &doc["paths"]["/api/softwareInfos"]["post"]["requestBody"]["content"]["application/json"]["schema"];
     assert_eq!(create["properties"]["latest_version"]["type"], "string");
     assert_eq!(create["required"], json!(["name"]), "id is optional: {create}");
+}
+
+/// What the fuzzer found once the OCR routes were fuzzed with a valid key: the handlers and the
+/// OpenAPI document disagreed on a blank or control-character supplier name or VAT number, and on a
+/// control character in a download URL.
+#[test]
+fn supplier_zones_and_software_urls_agree_with_their_schema() {
+    let app = spawn();
+    let key = user_key(&app, "zones@example.org");
+    // A blank VAT number beside a name is an absent one (the client sends `vatNumber=`).
+    let blank = call(&app, "POST", "/api/ocrcutszones", Some(&key), Some(&json!({"name": "ACME", "vatNumber": ""})));
+    assert_eq!(blank.status, 200, "{}", blank.body);
+    // Nothing but blanks says nothing: 422, as the schema's anyOf says.
+    let nothing = call(&app, "POST", "/api/ocrcutszones", Some(&key), Some(&json!({"name": " ", "vatNumber": ""})));
+    expect_refusal(&nothing, 422, "validation_failed");
+    // A control character (C1 included) or more than 200 characters is refused, as the schema says.
+    for field in ["name", "vatNumber", "vat"] {
+        for value in ["FR\u{84}40303265045".to_owned(), "0".repeat(201)] {
+            let body = json!({ "name": "ACME", field: value });
+            let resp = call(&app, "POST", "/api/ocrcutszones", Some(&key), Some(&body));
+            expect_refusal(&resp, 422, "validation_failed");
+            assert!(resp.body.contains(field), "{field}: {}", resp.body);
+        }
+    }
+    // A VAT number sent as an object is not a string.
+    let object = call(&app, "POST", "/api/ocrcutszones", Some(&key), Some(&json!({"name": "ACME", "vatNumber": {}})));
+    expect_refusal(&object, 422, "validation_failed");
+    let manage = site_admin_manage_key(&app);
+    let created = call(&app, "POST", "/api/softwareInfos", Some(&manage), Some(&json!({"id": "u", "name": "U"})));
+    assert_eq!(created.status, 200, "{}", created.body);
+    let url = json!({"name": "U", "download_url": "http://example.org/\u{93}a"});
+    expect_refusal(&call(&app, "PUT", "/api/softwareInfos/u", Some(&manage), Some(&url)), 422, "validation_failed");
+    let doc = app.client.get("/api/openapi.json").json();
+    let put = &doc["paths"]["/api/softwareInfos/{id}"]["put"]["requestBody"]["content"]["application/json"]["schema"];
+    let pattern = put["properties"]["download_url"]["pattern"].as_str().unwrap();
+    assert!(pattern.contains("\\u007f-\\u009f"), "the schema refuses C1 controls too: {pattern}");
 }
 
 /// A form post to `/forgot-password`, as the page's form sends it.

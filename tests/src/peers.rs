@@ -4,9 +4,10 @@
 //! what it receives. Each is killed on drop.
 
 use crate::harness::{free_port, venv_python};
+use courrier_benches::tls::TestCa;
 use serde_json::Value;
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -73,81 +74,6 @@ impl Drop for DnsServer {
     }
 }
 
-/// A CA and a server certificate it signed for `hooks.test` and 127.0.0.1, made by openssl.
-pub struct TestCa {
-    pub ca_pem: PathBuf,
-    pub cert: PathBuf,
-    pub key: PathBuf,
-}
-
-impl TestCa {
-    pub fn make(dir: &Path) -> Self {
-        let run = |args: &[&str]| {
-            let out = Command::new("openssl").args(args).current_dir(dir).output().expect("openssl runs");
-            assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        };
-        run(&[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.pem",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=Courrier test CA",
-            "-addext",
-            "basicConstraints=critical,CA:TRUE",
-            "-addext",
-            "keyUsage=critical,keyCertSign,cRLSign",
-        ]);
-        run(&[
-            "req",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-keyout",
-            "leaf.key",
-            "-out",
-            "leaf.csr",
-            "-subj",
-            "/CN=hooks.test",
-        ]);
-        std::fs::write(
-            dir.join("leaf.ext"),
-            "subjectAltName=DNS:hooks.test,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n\
-             keyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n",
-        )
-        .unwrap();
-        run(&[
-            "x509",
-            "-req",
-            "-in",
-            "leaf.csr",
-            "-CA",
-            "ca.pem",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-out",
-            "leaf.pem",
-            "-days",
-            "2",
-            "-extfile",
-            "leaf.ext",
-        ]);
-        Self { ca_pem: dir.join("ca.pem"), cert: dir.join("leaf.pem"), key: dir.join("leaf.key") }
-    }
-}
-
 /// The HTTPS receiver (see `tests/peers/webhook_peer.py` for how a path decides the answer).
 pub struct Receiver {
     pub port: u16,
@@ -159,7 +85,8 @@ pub struct Receiver {
 impl Receiver {
     pub fn start() -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let ca = TestCa::make(dir.path());
+        let ca = TestCa::make(dir.path(), "Courrier test CA", "hooks.test", "DNS:hooks.test,IP:127.0.0.1")
+            .expect("openssl makes the test CA");
         std::fs::write(dir.path().join("webhook_peer.py"), PEER).unwrap();
         let port = free_port();
         let log = dir.path().join("peer.log");

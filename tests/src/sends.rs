@@ -298,10 +298,7 @@ fn digest_members_get_one_digest_of_the_posts_and_regular_members_the_posts() {
 
 /// The harness's CLI against a data directory, asserting success; stdout back.
 fn cli_in(dir: &std::path::Path, args: &[&str]) -> String {
-    let dir = dir.display().to_string();
-    let mut all = vec!["--data-dir", dir.as_str()];
-    all.extend_from_slice(args);
-    let (status, out, err) = courrier_tests::harness::run_cli(&all, &[]);
+    let (status, out, err) = courrier_tests::harness::run_cli_in(dir, args, &[], None);
     assert!(status.success(), "courrier {args:?}: {out}{err}");
     out
 }

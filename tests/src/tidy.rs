@@ -206,6 +206,16 @@ fn no_file_names_a_hub() {
     assert!(!store.contains("pub trait Tx"), "storage/ declares no all-context transaction");
 }
 
+/// The CLI administers through core, never through the HTTP frontend: what both print comes from
+/// core's views, and requests are parsed by core. Only the server's wiring (`server.rs`) serves HTTP.
+#[test]
+fn the_cli_administers_without_the_http_frontend() {
+    let root = workspace_root();
+    for file in rust_files(&root.join("cli/src")).into_iter().filter(|f| !f.ends_with("server.rs")) {
+        assert!(!code_of(&file).contains("courrier_http"), "{} uses courrier_http", rel(&file));
+    }
+}
+
 /// The storage port of each context is its own: one transaction trait per context, extending the
 /// kernel's (so a second adapter implements each context's repositories, not one god trait).
 #[test]

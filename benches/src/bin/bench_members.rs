@@ -18,20 +18,20 @@
 //!
 //! `bench-members --smoke` runs everything for real at a tiny size, without Mailman (CI).
 
-use courrier_benches::{check_status, cli, free_port, http_get, json, loadavg, median, utc};
+use courrier_benches::mailman;
+use courrier_benches::{
+    Api, BENCH_EMAIL, HEALTH_PATH, Server, check_status, cli, create_api_key, create_bench_user, fmt_latency,
+    free_port, harness_main, json, loadavg, median, percent_encode, percentile, positive, serve_command, sibling, utc,
+};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::{Command, ExitCode, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-const HEALTH_PATH: &str = "/api/v1/system/health";
-const START_TIMEOUT: Duration = Duration::from_secs(30);
-const BENCH_EMAIL: &str = "bench@example.org";
-const BENCH_PASSWORD: &str = "correct horse battery staple";
 const DOMAIN: &str = "example.org";
 /// The contract's cap on an imported document (413 beyond).
 const IMPORT_CAP: u64 = 25 * 1024 * 1024;
@@ -54,24 +54,7 @@ const USAGE: &str = "usage: bench-members [--scenario import|list|add|all (defau
 [--mailman-add-members N] [--roster N] [--tmpfs DIR (default /dev/shm)] [--scratch DIR] [--csv-out FILE]";
 
 fn main() -> ExitCode {
-    let opts = match Options::parse(std::env::args().skip(1)) {
-        Ok(Some(opts)) => opts,
-        Ok(None) => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => {
-            eprintln!("bench-members: {e}\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
-    match run(&opts) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("bench-members: error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    harness_main("bench-members", USAGE, Options::parse, run)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,10 +110,6 @@ struct Options {
 impl Options {
     /// `Ok(None)` for `--help`.
     fn parse(mut args: impl Iterator<Item = String>) -> Result<Option<Self>, String> {
-        let sibling = |name: &str| -> Result<PathBuf, String> {
-            let exe = std::env::current_exe().map_err(|e| format!("cannot locate the current executable: {e}"))?;
-            Ok(exe.with_file_name(name))
-        };
         let mut scenario = Scenario::All;
         let mut smoke = false;
         let (mut courrier, mut sqlite3) = (None, PathBuf::from("sqlite3"));
@@ -209,13 +188,6 @@ impl Options {
             return Err("--list-limit must be at most 500 (the API's maximum)".into());
         }
         Ok(Some(opts))
-    }
-}
-
-fn positive(flag: &str, raw: &str) -> Result<u64, String> {
-    match raw.parse::<u64>() {
-        Ok(n) if n > 0 => Ok(n),
-        _ => Err(format!("{flag} must be a positive integer, got {raw:?}")),
     }
 }
 
@@ -451,44 +423,17 @@ impl Courrier {
     fn start(opts: &Options, name: &str, data_dir: &Path) -> Result<Self, String> {
         std::fs::create_dir_all(data_dir).map_err(|e| format!("cannot create {}: {e}", data_dir.display()))?;
         // Accounts are made with the CLI before the server starts, as bench-http does.
-        cli(
-            &opts.courrier,
-            data_dir,
-            &["user", "create", "--email", BENCH_EMAIL, "--password-stdin", "--site-admin"],
-            Some(&format!("{BENCH_PASSWORD}\n")),
-        )?;
-        let quota = KEY_QUOTA_PER_MIN.to_string();
+        create_bench_user(&opts.courrier, data_dir, true)?;
         let mut keys = Vec::new();
         for i in 1..=MAX_CLIENTS {
-            let key_name = format!("bench-{i}");
-            let args = [
-                "create-api-key",
-                "--email",
-                BENCH_EMAIL,
-                "--scope",
-                "user",
-                "--perms",
-                "read,members:write,send,moderate,manage",
-                "--name",
-                &key_name,
-                "--rate-limit-per-min",
-                &quota,
-            ];
-            let secret = cli(&opts.courrier, data_dir, &args, None)?.trim().to_owned();
-            if !secret.starts_with("svc_") {
-                return Err(format!("`courrier create-api-key` printed {secret:?}, not an API key"));
-            }
-            keys.push(secret);
+            let perms = "read,members:write,send,moderate,manage";
+            keys.push(create_api_key(&opts.courrier, data_dir, &format!("bench-{i}"), perms, KEY_QUOTA_PER_MIN)?);
         }
         let port = free_port()?;
-        let mut cmd = Command::new(&opts.courrier);
-        cmd.arg("serve")
-            .arg("--data-dir")
-            .arg(data_dir)
-            .env("COURRIER_LISTEN", format!("127.0.0.1:{port}"))
-            // The search snapshot's build (time, rows, bytes) is reported by the list scenario.
-            .env("COURRIER_LOG", "warn,courrier_core::adapters::sqlite::search=info");
-        let mut server = Server::start(name, cmd, port, data_dir)?;
+        let mut cmd = serve_command(&opts.courrier, data_dir, port);
+        // The search snapshot's build (time, rows, bytes) is reported by the list scenario.
+        cmd.env("COURRIER_LOG", "warn,courrier_core::adapters::sqlite::search=info");
+        let mut server = Server::start(name, cmd, port, data_dir.join("server.log"))?;
         server.wait_healthy()?;
         let this = Self { server, data_dir: data_dir.to_path_buf(), keys, base: format!("http://127.0.0.1:{port}") };
         let api = this.api(0);
@@ -498,7 +443,7 @@ impl Courrier {
     }
 
     fn api(&self, key: usize) -> Api {
-        Api::new(&self.base, &self.keys[key % self.keys.len()])
+        Api::bearer(&self.base, &self.keys[key % self.keys.len()])
     }
 
     fn create_list(&self, list: &str) -> Result<(), String> {
@@ -562,127 +507,6 @@ fn check_import_report(body: &str, rows: u64) -> Result<(), String> {
         (Some(total), Some(added), Some(0)) if total == rows && added == rows => Ok(()),
         _ => Err(format!("the import report does not say {rows} rows added and no error: {body}")),
     }
-}
-
-/// An HTTP client of one server with one credential; keep-alive connections (ureq's pool).
-struct Api {
-    agent: ureq::Agent,
-    base: String,
-    auth: String,
-}
-
-fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(900)))
-        .build()
-        .into()
-}
-
-impl Api {
-    fn new(base: &str, key: &str) -> Self {
-        Self { agent: agent(), base: base.to_owned(), auth: format!("Bearer {key}") }
-    }
-
-    fn basic(base: &str, user_pass: &str) -> Self {
-        Self { agent: agent(), base: base.to_owned(), auth: format!("Basic {}", base64(user_pass.as_bytes())) }
-    }
-
-    /// Status and body text.
-    fn send(
-        &self,
-        method: &str,
-        path: &str,
-        content_type: &str,
-        body: &[u8],
-        headers: &[(&str, &str)],
-    ) -> Result<(u16, String), String> {
-        let mut req = ureq::http::Request::builder()
-            .method(method)
-            .uri(format!("{}{path}", self.base))
-            .header("authorization", &self.auth);
-        for (k, v) in headers {
-            req = req.header(*k, *v);
-        }
-        let resp = if method == "GET" {
-            self.agent.run(req.body(()).map_err(|e| e.to_string())?)
-        } else {
-            self.agent.run(req.header("content-type", content_type).body(body).map_err(|e| e.to_string())?)
-        };
-        let mut resp = resp.map_err(|e| format!("{method} {}{path}: {e}", self.base))?;
-        let status = resp.status().as_u16();
-        let text = resp
-            .body_mut()
-            .with_config()
-            .limit(256 * 1024 * 1024)
-            .read_to_string()
-            .map_err(|e| format!("{method} {path}: cannot read the answer: {e}"))?;
-        Ok((status, text))
-    }
-
-    fn get(&self, path: &str) -> Result<(u16, String), String> {
-        self.send("GET", path, "", &[], &[])
-    }
-
-    fn post_json(
-        &self,
-        path: &str,
-        body: &serde_json::Value,
-        headers: &[(&str, &str)],
-    ) -> Result<(u16, String), String> {
-        self.send("POST", path, "application/json", body.to_string().as_bytes(), headers)
-    }
-
-    fn expect(&self, method: &str, path: &str, body: &serde_json::Value, ok: &[u16]) -> Result<String, String> {
-        let (status, text) = self.send(method, path, "application/json", body.to_string().as_bytes(), &[])?;
-        check_status(&format!("{method} {path}"), status, &text, ok)?;
-        Ok(text)
-    }
-
-    fn form(&self, method: &str, path: &str, fields: &[(&str, &str)]) -> Result<(u16, String), String> {
-        self.send(method, path, "application/x-www-form-urlencoded", form_encode(fields).as_bytes(), &[])
-    }
-}
-
-fn form_encode(fields: &[(&str, &str)]) -> String {
-    let mut out = String::new();
-    for (i, (k, v)) in fields.iter().enumerate() {
-        if i > 0 {
-            out.push('&');
-        }
-        percent_encode(k, &mut out);
-        out.push('=');
-        percent_encode(v, &mut out);
-    }
-    out
-}
-
-fn percent_encode(s: &str, out: &mut String) {
-    for b in s.bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => out.push(char::from(b)),
-            _ => {
-                let _ = write!(out, "%{b:02X}");
-            }
-        }
-    }
-}
-
-fn base64(input: &[u8]) -> String {
-    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in input.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for (j, shift) in [18, 12, 6, 0].into_iter().enumerate() {
-            if j <= chunk.len() {
-                out.push(char::from(T[((n >> shift) & 63) as usize]));
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1304,21 +1128,9 @@ impl Mailman {
     fn connect(opts: &Options, list: &str) -> Result<Self, String> {
         let url = opts.mailman.clone().ok_or("no --mailman-url")?;
         let api = Api::basic(&url, &opts.mailman_auth);
-        let (status, body) =
-            api.get("/3.1/system/versions").map_err(|e| format!("Mailman not reachable at {url}: {e}"))?;
-        check_status("Mailman GET /3.1/system/versions", status, &body, &[200])?;
-        let (status, body) = api.form("POST", "/3.1/domains", &[("mail_host", "example.com")])?;
-        // 400: the domain exists already (an earlier run).
-        check_status("Mailman POST /3.1/domains", status, &body, &[201, 400])?;
+        mailman::check_reachable(&api)?;
+        mailman::create_list(&api, list, &[("send_welcome_message", "False"), ("subscription_policy", "open")])?;
         let fqdn = format!("{list}@example.com");
-        let (status, body) = api.form("POST", "/3.1/lists", &[("fqdn_listname", &fqdn)])?;
-        check_status("Mailman POST /3.1/lists", status, &body, &[201])?;
-        let (status, body) = api.form(
-            "PATCH",
-            &format!("/3.1/lists/{fqdn}/config"),
-            &[("send_welcome_message", "False"), ("subscription_policy", "open")],
-        )?;
-        check_status("Mailman PATCH config", status, &body, &[204])?;
         Ok(Self {
             api,
             list_id: format!("{list}.example.com"),
@@ -1338,20 +1150,7 @@ impl Mailman {
         csv_row(i, &mut row);
         let mut cells = row.trim_end().split(',');
         let (email, name) = (cells.next().unwrap_or(""), cells.next().unwrap_or(""));
-        let (status, body) = api.form(
-            "POST",
-            "/3.1/members",
-            &[
-                ("list_id", &self.list_id),
-                ("subscriber", email),
-                ("display_name", name),
-                ("pre_verified", "True"),
-                ("pre_confirmed", "True"),
-                ("pre_approved", "True"),
-                ("send_welcome_message", "False"),
-            ],
-        )?;
-        check_status("Mailman POST /3.1/members", status, &body, &[201])
+        mailman::add_member(api, &self.list_id, email, Some(name))
     }
 
     fn count(&self) -> Result<u64, String> {
@@ -1795,30 +1594,6 @@ fn smoke(opts: &Options) -> &'static str {
     if opts.smoke { " (smoke)" } else { "" }
 }
 
-/// Nearest-rank percentile of unsorted seconds.
-fn percentile(values: &[f64], p: f64) -> f64 {
-    if values.is_empty() {
-        return f64::NAN;
-    }
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    let rank = (p * v.len() as f64).ceil() as usize;
-    v[rank.clamp(1, v.len()) - 1]
-}
-
-/// Seconds, in a readable unit.
-fn fmt_latency(secs: f64) -> String {
-    if secs.is_nan() {
-        "-".into()
-    } else if secs < 1e-3 {
-        format!("{:.0} µs", secs * 1e6)
-    } else if secs < 1.0 {
-        format!("{:.2} ms", secs * 1e3)
-    } else {
-        format!("{secs:.2} s")
-    }
-}
-
 fn dir_size(dir: &Path) -> u64 {
     std::fs::read_dir(dir)
         .map(|entries| {
@@ -1830,87 +1605,6 @@ fn dir_size(dir: &Path) -> u64 {
                 .sum()
         })
         .unwrap_or(0)
-}
-
-/// A child server, killed when dropped (error paths included).
-struct Server {
-    name: String,
-    port: u16,
-    child: Option<Child>,
-    log: PathBuf,
-}
-
-impl Server {
-    fn start(name: &str, mut cmd: Command, port: u16, dir: &Path) -> Result<Self, String> {
-        let log = dir.join("server.log");
-        let file = std::fs::File::create(&log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
-        let file2 = file.try_clone().map_err(|e| format!("cannot create {}: {e}", log.display()))?;
-        cmd.stdin(Stdio::null()).stdout(file).stderr(file2);
-        let child = cmd.spawn().map_err(|e| format!("cannot start {name} ({:?}): {e}", cmd.get_program()))?;
-        Ok(Self { name: name.to_owned(), port, child: Some(child), log })
-    }
-
-    /// The server's resident memory (VmRSS), in KiB.
-    fn rss_kib(&self) -> Option<u64> {
-        let pid = self.child.as_ref()?.id();
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches(" kB").parse().ok())
-    }
-
-    fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        let tail = lines[lines.len().saturating_sub(20)..].join("\n");
-        if tail.is_empty() { "(its output was empty)".into() } else { format!("its last output:\n{tail}") }
-    }
-
-    fn check_alive(&mut self) -> Result<(), String> {
-        match self.child.as_mut().map(Child::try_wait) {
-            None | Some(Ok(None)) => Ok(()),
-            Some(Ok(Some(status))) => {
-                self.child = None;
-                Err(format!("{} exited ({status}); {}", self.name, self.log_tail()))
-            }
-            Some(Err(e)) => Err(format!("cannot check on {}: {e}", self.name)),
-        }
-    }
-
-    fn wait_healthy(&mut self) -> Result<(), String> {
-        let deadline = Instant::now() + START_TIMEOUT;
-        let mut last_error = String::from("no attempt made");
-        while Instant::now() < deadline {
-            self.check_alive()?;
-            match http_get(self.port, HEALTH_PATH) {
-                Ok(answer) if answer.starts_with("HTTP/1.1 200") => return Ok(()),
-                Ok(answer) => last_error = format!("answered {:?}", answer.lines().next().unwrap_or("")),
-                Err(e) => last_error = e.to_string(),
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        Err(format!(
-            "{} did not answer GET {HEALTH_PATH} with 200 on port {} within {}s (last: {last_error}); {}",
-            self.name,
-            self.port,
-            START_TIMEOUT.as_secs(),
-            self.log_tail()
-        ))
-    }
-
-    fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.stop();
-    }
 }
 
 #[cfg(test)]
@@ -1951,28 +1645,6 @@ mod tests {
         assert_eq!(text.lines().count() as u64, rows + 1);
         assert!(text.starts_with(CSV_HEADER));
         assert_eq!(write_csv(&path, 5, 3, 10_000).unwrap().0, 3);
-    }
-
-    #[test]
-    fn percentiles_and_medians() {
-        let v: Vec<f64> = (1..=100).map(f64::from).collect();
-        assert_eq!(percentile(&v, 0.5), 50.0);
-        assert_eq!(percentile(&v, 0.99), 99.0);
-        assert_eq!(percentile(&[3.0], 0.99), 3.0);
-        assert!(percentile(&[], 0.5).is_nan());
-        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(vec![4.0, 1.0]), 2.5);
-    }
-
-    #[test]
-    fn encodes_forms_and_basic_auth() {
-        assert_eq!(
-            form_encode(&[("subscriber", "a.b+c@x.org"), ("display_name", "Zoë O'Brien")]),
-            "subscriber=a.b%2Bc%40x.org&display_name=Zo%C3%AB%20O%27Brien"
-        );
-        assert_eq!(base64(b"restadmin:restpass"), "cmVzdGFkbWluOnJlc3RwYXNz");
-        assert_eq!(base64(b"a"), "YQ==");
-        assert_eq!(base64(b"ab"), "YWI=");
     }
 
     #[test]

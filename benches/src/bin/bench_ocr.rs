@@ -12,10 +12,11 @@
 //! Each measurement is the median of `--rounds` runs, the two sides alternating. Results go to
 //! BENCHMARKS.md; `--smoke` runs everything once (CI runs it so this cannot rot).
 
+use courrier_benches::{Server, create_api_key, create_bench_user, free_port, median, serve_command, sibling};
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 const USAGE: &str =
@@ -80,10 +81,7 @@ fn main() -> ExitCode {
 
 /// `target/<profile>/courrier` next to this executable.
 fn default_courrier() -> PathBuf {
-    std::env::current_exe()
-        .ok()
-        .and_then(|p| p.parent().map(|d| d.join("courrier")))
-        .unwrap_or_else(|| "courrier".into())
+    sibling("courrier").unwrap_or_else(|_| "courrier".into())
 }
 
 fn fixtures() -> PathBuf {
@@ -94,80 +92,28 @@ fn read_fixture(name: &str) -> Result<Vec<u8>, String> {
     std::fs::read(fixtures().join(name)).map_err(|e| format!("fixture {name}: {e}"))
 }
 
-struct Server {
-    child: Child,
+/// `courrier serve` on a fresh data directory, with the bench user and a key that reads.
+struct Courrier {
+    /// Killed when dropped, before its data directory is removed.
+    _server: Server,
     addr: SocketAddr,
     key: String,
     _dir: tempfile::TempDir,
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start(courrier: &Path) -> Result<Server, String> {
+fn start(courrier: &Path) -> Result<Courrier, String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map_err(|e| e.to_string())?.port();
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().map_err(|e| format!("{e}"))?;
-    let cli = |args: &[&str], stdin: Option<&str>| -> Result<String, String> {
-        let mut cmd = Command::new(courrier);
-        cmd.arg("--data-dir").arg(dir.path()).args(args).env("COURRIER_LOG", "warn");
-        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
-        let mut child = cmd.spawn().map_err(|e| format!("{}: {e}", courrier.display()))?;
-        if let (Some(text), Some(mut w)) = (stdin, child.stdin.take()) {
-            w.write_all(text.as_bytes()).map_err(|e| e.to_string())?;
-        }
-        let out = child.wait_with_output().map_err(|e| e.to_string())?;
-        if !out.status.success() {
-            return Err(format!("courrier {args:?}: {}", String::from_utf8_lossy(&out.stderr)));
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
-    };
-    cli(
-        &["user", "create", "--email", "bench@example.org", "--password-stdin"],
-        Some("correct horse battery staple\n"),
-    )?;
-    let key = cli(
-        &[
-            "create-api-key",
-            "--email",
-            "bench@example.org",
-            "--scope",
-            "user",
-            "--perms",
-            "read",
-            "--name",
-            "bench",
-            "--rate-limit-per-min",
-            "100000",
-        ],
-        None,
-    )?;
-    let child = Command::new(courrier)
-        .arg("--data-dir")
-        .arg(dir.path())
-        .arg("serve")
-        .env("COURRIER_LISTEN", addr.to_string())
-        .env("COURRIER_LOG", "warn")
-        .stdout(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("{}: {e}", courrier.display()))?;
-    let server = Server { child, addr, key, _dir: dir };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while TcpStream::connect(addr).is_err() {
-        if Instant::now() > deadline {
-            return Err("courrier did not start within 30 s".into());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Ok(server)
+    create_bench_user(courrier, dir.path(), false)?;
+    let key = create_api_key(courrier, dir.path(), "bench", "read", 100_000)?;
+    let port = free_port()?;
+    let log = dir.path().join("server.log");
+    let mut server = Server::start("courrier", serve_command(courrier, dir.path(), port), port, log)?;
+    server.wait_healthy()?;
+    Ok(Courrier { _server: server, addr: SocketAddr::from(([127, 0, 0, 1], port)), key, _dir: dir })
 }
 
 /// One upload on a new connection; the status and the body.
-fn upload(server: &Server, file: &[u8], action: &str) -> Result<(u16, Vec<u8>), String> {
+fn upload(server: &Courrier, file: &[u8], action: &str) -> Result<(u16, Vec<u8>), String> {
     let boundary = "bench-ocr-boundary-5f2a";
     let mut body = Vec::new();
     for (name, value) in [("lang", "fr"), ("profile", "invoice"), ("action", action)] {
@@ -201,7 +147,7 @@ fn timed(f: impl FnOnce() -> Result<(), String>) -> Result<f64, String> {
     Ok(started.elapsed().as_secs_f64() * 1000.0)
 }
 
-fn api(server: &Server, file: &[u8], action: &str, expect: &str) -> Result<(), String> {
+fn api(server: &Courrier, file: &[u8], action: &str, expect: &str) -> Result<(), String> {
     let (status, body) = upload(server, file, action)?;
     let text = String::from_utf8_lossy(&body);
     if status != 200 || !text.contains(expect) {
@@ -221,11 +167,6 @@ fn tool(program: &str, args: &[&str], expect: &str) -> Result<(), String> {
         return Err(format!("{program} {args:?} failed or did not read {expect:?}"));
     }
     Ok(())
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 /// Runs `a` and `b` alternately `rounds` times after one warm-up each; their medians in ms.
@@ -369,7 +310,7 @@ fn bomb(pages: usize) -> Vec<u8> {
 }
 
 /// The upload is refused with 422 `document_too_complex`.
-fn refused(server: &Server, file: &[u8]) -> Result<(), String> {
+fn refused(server: &Courrier, file: &[u8]) -> Result<(), String> {
     let (status, body) = upload(server, file, "default")?;
     let text = String::from_utf8_lossy(&body);
     if status != 422 || !text.contains("document_too_complex") {
@@ -380,7 +321,7 @@ fn refused(server: &Server, file: &[u8]) -> Result<(), String> {
 
 /// The bombs (one page, five pages) against the honest scanned page, alternating round by round
 /// after one warm-up each; a line per round, then the medians and the ratios.
-fn bomb_vs_page(opts: &Options, server: &Server, page: &[u8]) -> Result<(), String> {
+fn bomb_vs_page(opts: &Options, server: &Courrier, page: &[u8]) -> Result<(), String> {
     let (one, five) = (bomb(1), bomb(5));
     println!(
         "bomb vs page: `POST /api/ocrs` (lang=fr, profile=invoice) of fixtures/ocr/invoice-scan.pdf ({} bytes, \

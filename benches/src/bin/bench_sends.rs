@@ -20,7 +20,11 @@
 //! `bench-sends --smoke` runs everything at a tiny size without Mailman, and without
 //! `smtp-source` when it is not installed (CI; it says so), in a few seconds.
 
-use courrier_benches::{check_status, cli, free_port, http_get, json, loadavg, median, utc};
+use courrier_benches::mailman;
+use courrier_benches::{
+    Api, BENCH_EMAIL, Server, check_status, create_api_key, create_bench_user, free_port, harness_main, json, loadavg,
+    median, positive, serve_command, sibling, utc,
+};
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -30,10 +34,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
-const HEALTH_PATH: &str = "/api/v1/system/health";
-const START_TIMEOUT: Duration = Duration::from_secs(30);
-const BENCH_EMAIL: &str = "bench@example.org";
-const BENCH_PASSWORD: &str = "correct horse battery staple";
 const DOMAIN: &str = "example.org";
 const LIST: &str = "bench";
 /// Seconds from `POST .../sends` to every copy queued, on 100,000 members.
@@ -55,24 +55,7 @@ const USAGE: &str = "usage: bench-sends [--scenario fanout|throughput|mailman|al
 [--smtp-sink PATH] [--smtp-source PATH] [--scratch DIR]";
 
 fn main() -> ExitCode {
-    let opts = match Options::parse(std::env::args().skip(1)) {
-        Ok(Some(opts)) => opts,
-        Ok(None) => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => {
-            eprintln!("bench-sends: {e}\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
-    match run(&opts) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("bench-sends: error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    harness_main("bench-sends", USAGE, Options::parse, run)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -174,9 +157,7 @@ impl Options {
         }
         let courrier = match courrier {
             Some(p) => p,
-            None => std::env::current_exe()
-                .map_err(|e| format!("cannot locate the current executable: {e}"))?
-                .with_file_name("courrier"),
+            None => sibling("courrier")?,
         };
         let mailman_dir = mailman_dir.unwrap_or_else(|| match std::env::var_os("COURRIER_MAILMAN_DIR") {
             Some(dir) => PathBuf::from(dir),
@@ -204,13 +185,6 @@ impl Options {
             mailman_dir,
             scratch,
         }))
-    }
-}
-
-fn positive(flag: &str, raw: &str) -> Result<u64, String> {
-    match raw.parse::<u64>() {
-        Ok(n) if n > 0 => Ok(n),
-        _ => Err(format!("{flag} must be a positive integer, got {raw:?}")),
     }
 }
 
@@ -480,30 +454,8 @@ fn wait_port(port: u16) -> Result<(), String> {
 /// Creates the bench user (site admin) and an API key with the CLI in `data_dir`; the key.
 fn prepare(opts: &Options, data_dir: &Path) -> Result<String, String> {
     std::fs::create_dir_all(data_dir).map_err(|e| format!("cannot create {}: {e}", data_dir.display()))?;
-    cli(
-        &opts.courrier,
-        data_dir,
-        &["user", "create", "--email", BENCH_EMAIL, "--password-stdin", "--site-admin"],
-        Some(&format!("{BENCH_PASSWORD}\n")),
-    )?;
-    let args = [
-        "create-api-key",
-        "--email",
-        BENCH_EMAIL,
-        "--scope",
-        "user",
-        "--perms",
-        "read,members:write,send,moderate,manage",
-        "--name",
-        "bench-sends",
-        "--rate-limit-per-min",
-        "100000",
-    ];
-    let key = cli(&opts.courrier, data_dir, &args, None)?.trim().to_owned();
-    if !key.starts_with("svc_") {
-        return Err(format!("`courrier create-api-key` printed {key:?}, not an API key"));
-    }
-    Ok(key)
+    create_bench_user(&opts.courrier, data_dir, true)?;
+    create_api_key(&opts.courrier, data_dir, "bench-sends", "read,members:write,send,moderate,manage", 100_000)
 }
 
 /// A running `courrier serve` on a prepared data directory, with its delivery workers sending to
@@ -517,19 +469,16 @@ struct Courrier {
 impl Courrier {
     fn launch(opts: &Options, dir: &Path, key: &str, smtp_port: u16, workers: u64) -> Result<Self, String> {
         let port = free_port()?;
-        let mut cmd = Command::new(&opts.courrier);
-        cmd.arg("serve")
-            .arg("--data-dir")
-            .arg(dir)
-            .env("COURRIER_LISTEN", format!("127.0.0.1:{port}"))
-            .env("COURRIER_LOG", "warn")
-            .env("COURRIER_PUBLIC_URL", "https://lists.example.org")
+        let mut cmd = serve_command(&opts.courrier, dir, port);
+        cmd.env("COURRIER_PUBLIC_URL", "https://lists.example.org")
             .env("COURRIER_SMTP_URL", format!("smtp://127.0.0.1:{smtp_port}"))
             .env("COURRIER_DELIVERY_WORKERS", workers.to_string())
             .env("COURRIER_OCR_WORKERS", "1");
-        let mut server = Server::start(cmd, port, dir)?;
+        // SIGTERM when dropped: the server closes its database cleanly (the fan-out template is
+        // copied after).
+        let mut server = Server::start("courrier", cmd, port, dir.join("server.log"))?.terminate_on_drop();
         server.wait_healthy()?;
-        Ok(Self { api: Api::new(&format!("http://127.0.0.1:{port}"), &format!("Bearer {key}")), server })
+        Ok(Self { api: Api::bearer(&format!("http://127.0.0.1:{port}"), key), server })
     }
 
     /// The domain and a list named `list` (either may exist already).
@@ -553,7 +502,7 @@ impl Courrier {
             let _ = writeln!(csv, "{},,regular", member(i));
         }
         let path = format!("/api/v1/domains/{DOMAIN}/lists/{list}/members/import?consent_evidence=bench-sends");
-        let (status, body) = self.api.send("POST", &path, "text/csv", csv.as_bytes())?;
+        let (status, body) = self.api.send("POST", &path, "text/csv", csv.as_bytes(), &[])?;
         check_status("POST members/import", status, &body, &[200])?;
         let added = json(&body)?["data"]["added"].as_u64();
         if added != Some(n) {
@@ -568,12 +517,8 @@ impl Courrier {
         let text = message_text();
         let body = serde_json::json!({ "subject": SUBJECT, "text": text, "html": message_html(&text) });
         let t = Instant::now();
-        let (status, answer) = self.api.send(
-            "POST",
-            &format!("/api/v1/domains/{DOMAIN}/lists/{list}/sends"),
-            "application/json",
-            body.to_string().as_bytes(),
-        )?;
+        let (status, answer) =
+            self.api.post_json(&format!("/api/v1/domains/{DOMAIN}/lists/{list}/sends"), &body, &[])?;
         let took = t.elapsed();
         check_status("POST sends", status, &answer, &[202])?;
         let data = &json(&answer)?["data"];
@@ -604,59 +549,6 @@ impl Courrier {
                 _ => return Err(format!("send {id} did not deliver its {n} copies: {s}")),
             }
         }
-    }
-}
-
-/// An HTTP client of one server with one credential; keep-alive connections (ureq's pool).
-struct Api {
-    agent: ureq::Agent,
-    base: String,
-    auth: String,
-}
-
-impl Api {
-    fn new(base: &str, auth: &str) -> Self {
-        let agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(600)))
-            .build()
-            .into();
-        Self { agent, base: base.to_owned(), auth: auth.to_owned() }
-    }
-
-    fn send(&self, method: &str, path: &str, content_type: &str, body: &[u8]) -> Result<(u16, String), String> {
-        let req = ureq::http::Request::builder()
-            .method(method)
-            .uri(format!("{}{path}", self.base))
-            .header("authorization", &self.auth);
-        let resp = if method == "GET" {
-            self.agent.run(req.body(()).map_err(|e| e.to_string())?)
-        } else {
-            self.agent.run(req.header("content-type", content_type).body(body).map_err(|e| e.to_string())?)
-        };
-        let mut resp = resp.map_err(|e| format!("{method} {}{path}: {e}", self.base))?;
-        let status = resp.status().as_u16();
-        let text = resp
-            .body_mut()
-            .with_config()
-            .limit(64 * 1024 * 1024)
-            .read_to_string()
-            .map_err(|e| format!("{method} {path}: cannot read the answer: {e}"))?;
-        Ok((status, text))
-    }
-
-    fn get(&self, path: &str) -> Result<(u16, String), String> {
-        self.send("GET", path, "", &[])
-    }
-
-    fn expect(&self, method: &str, path: &str, body: &serde_json::Value, ok: &[u16]) -> Result<String, String> {
-        let (status, text) = self.send(method, path, "application/json", body.to_string().as_bytes())?;
-        check_status(&format!("{method} {path}"), status, &text, ok)?;
-        Ok(text)
-    }
-
-    fn form(&self, method: &str, path: &str, fields: &[(&str, &str)]) -> Result<(u16, String), String> {
-        self.send(method, path, "application/x-www-form-urlencoded", form_encode(fields).as_bytes())
     }
 }
 
@@ -995,9 +887,8 @@ struct Mailman {
 impl Mailman {
     /// Checks that Mailman answers, reads the SMTP port it delivers to, creates a fresh list.
     fn connect(opts: &Options, url: &str) -> Result<(Self, u16), String> {
-        let api = Api::new(url, &format!("Basic {}", base64(opts.mailman_auth.as_bytes())));
-        let (status, body) = api.get("/3.1/system/versions")?;
-        check_status("Mailman GET /3.1/system/versions", status, &body, &[200])?;
+        let api = Api::basic(url, &opts.mailman_auth);
+        mailman::check_reachable(&api)?;
         let cfg = opts.mailman_dir.join("mailman.cfg");
         let text = std::fs::read_to_string(&cfg).map_err(|e| {
             format!(
@@ -1012,18 +903,12 @@ impl Mailman {
             .unwrap_or(25);
         let stamp = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
         let list = format!("sends{stamp}");
-        let (status, body) = api.form("POST", "/3.1/domains", &[("mail_host", "example.com")])?;
-        check_status("Mailman POST /3.1/domains", status, &body, &[201, 400])?;
-        let fqdn = format!("{list}@example.com");
-        let (status, body) = api.form("POST", "/3.1/lists", &[("fqdn_listname", &fqdn)])?;
-        check_status("Mailman POST /3.1/lists", status, &body, &[201])?;
         // Posts from a non-member are accepted (the bench's sender is not a member); no welcome.
-        let (status, body) = api.form(
-            "PATCH",
-            &format!("/3.1/lists/{list}.example.com/config"),
+        mailman::create_list(
+            &api,
+            &list,
             &[("send_welcome_message", "False"), ("default_nonmember_action", "accept")],
         )?;
-        check_status("Mailman PATCH list config", status, &body, &[204])?;
         Ok((Self { api, dir: opts.mailman_dir.clone(), list }, smtp_port))
     }
 
@@ -1035,21 +920,7 @@ impl Mailman {
     }
 
     fn add(&self, i: u64) -> Result<(), String> {
-        let email = member(i);
-        let list_id = format!("{}.example.com", self.list);
-        let (status, body) = self.api.form(
-            "POST",
-            "/3.1/members",
-            &[
-                ("list_id", &list_id),
-                ("subscriber", &email),
-                ("pre_verified", "True"),
-                ("pre_confirmed", "True"),
-                ("pre_approved", "True"),
-                ("send_welcome_message", "False"),
-            ],
-        )?;
-        check_status("Mailman POST /3.1/members", status, &body, &[201])
+        mailman::add_member(&self.api, &format!("{}.example.com", self.list), &member(i), None)
     }
 
     /// `mailman inject` of one post (the same text and html as courrier's) into the list.
@@ -1245,129 +1116,6 @@ fn secs(s: f64) -> String {
     if s < 1.0 { format!("{:.0} ms", s * 1e3) } else { format!("{s:.2} s") }
 }
 
-fn form_encode(fields: &[(&str, &str)]) -> String {
-    let mut out = String::new();
-    for (i, (k, v)) in fields.iter().enumerate() {
-        if i > 0 {
-            out.push('&');
-        }
-        for (j, s) in [k, v].into_iter().enumerate() {
-            if j == 1 {
-                out.push('=');
-            }
-            for b in s.bytes() {
-                match b {
-                    b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => out.push(char::from(b)),
-                    _ => {
-                        let _ = write!(out, "%{b:02X}");
-                    }
-                }
-            }
-        }
-    }
-    out
-}
-
-fn base64(input: &[u8]) -> String {
-    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in input.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for (j, shift) in [18, 12, 6, 0].into_iter().enumerate() {
-            if j <= chunk.len() {
-                out.push(char::from(T[((n >> shift) & 63) as usize]));
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
-/// A child `courrier serve`, stopped when dropped (error paths included).
-struct Server {
-    port: u16,
-    child: Option<Child>,
-    log: PathBuf,
-}
-
-impl Server {
-    fn start(mut cmd: Command, port: u16, dir: &Path) -> Result<Self, String> {
-        let log = dir.join("server.log");
-        let file = std::fs::File::create(&log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
-        let file2 = file.try_clone().map_err(|e| format!("cannot create {}: {e}", log.display()))?;
-        cmd.stdin(Stdio::null()).stdout(file).stderr(file2);
-        let child = cmd.spawn().map_err(|e| format!("cannot start courrier ({:?}): {e}", cmd.get_program()))?;
-        Ok(Self { port, child: Some(child), log })
-    }
-
-    fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        let tail = lines[lines.len().saturating_sub(20)..].join("\n");
-        if tail.is_empty() { "(its output was empty)".into() } else { format!("its last output:\n{tail}") }
-    }
-
-    fn check_alive(&mut self) -> Result<(), String> {
-        match self.child.as_mut().map(Child::try_wait) {
-            None | Some(Ok(None)) => Ok(()),
-            Some(Ok(Some(status))) => {
-                self.child = None;
-                Err(format!("courrier exited ({status}); {}", self.log_tail()))
-            }
-            Some(Err(e)) => Err(format!("cannot check on courrier: {e}")),
-        }
-    }
-
-    fn wait_healthy(&mut self) -> Result<(), String> {
-        let deadline = Instant::now() + START_TIMEOUT;
-        let mut last_error = String::from("no attempt made");
-        while Instant::now() < deadline {
-            self.check_alive()?;
-            match http_get(self.port, HEALTH_PATH) {
-                Ok(answer) if answer.starts_with("HTTP/1.1 200") => return Ok(()),
-                Ok(answer) => last_error = format!("answered {:?}", answer.lines().next().unwrap_or("")),
-                Err(e) => last_error = e.to_string(),
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Err(format!(
-            "courrier did not answer GET {HEALTH_PATH} with 200 on port {} within {}s (last: {last_error}); {}",
-            self.port,
-            START_TIMEOUT.as_secs(),
-            self.log_tail()
-        ))
-    }
-
-    fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let deadline = Instant::now() + Duration::from_secs(30);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = child.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        // SIGTERM (the server closes its database cleanly: the fan-out template is copied after),
-        // SIGKILL after 30 s.
-        if let Some(child) = &mut self.child
-            && let Ok(None) = child.try_wait()
-        {
-            let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
-        }
-        self.stop();
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1404,11 +1152,5 @@ mod tests {
         r.read_to_string(&mut rest).unwrap();
         assert_eq!(rest, "250 queued\r\n221 bye\r\n");
         assert_eq!((sink.messages(), sink.recipients(), sink.last_size.load(Ordering::Relaxed)), (1, 2, 18));
-    }
-
-    #[test]
-    fn forms_and_basic_auth() {
-        assert_eq!(form_encode(&[("subscriber", "a+b@x.org"), ("n", "Zoë")]), "subscriber=a%2Bb%40x.org&n=Zo%C3%AB");
-        assert_eq!(base64(b"restadmin:restpass"), "cmVzdGFkbWluOnJlc3RwYXNz");
     }
 }

@@ -13,6 +13,8 @@
 //! (trusted the way `COURRIER_EXTRA_CA` makes courrier trust it). Rounds alternate the two
 //! loads; the report is the medians and their ratio. `--smoke` runs it tiny (CI).
 
+use courrier_benches::median;
+use courrier_benches::tls::TestCa;
 use courrier_core::access::Principal;
 use courrier_core::access::principal::RequestCtx;
 use courrier_core::adapters::https::RustlsHttps;
@@ -26,7 +28,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::path::Path;
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -76,10 +78,10 @@ fn main() -> ExitCode {
 
 fn run(opts: &Options) -> Result<(), String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    make_certificates(dir.path())?;
+    let ca = TestCa::make(dir.path(), "bench CA", "127.0.0.1", "IP:127.0.0.1")?;
     let received = Arc::new(AtomicU64::new(0));
-    let addr = start_receiver(dir.path(), Arc::clone(&received))?;
-    let https = Arc::new(RustlsHttps::new(Some(&dir.path().join("ca.pem")))?);
+    let addr = start_receiver(&ca, Arc::clone(&received))?;
+    let https = Arc::new(RustlsHttps::new(Some(&ca.ca_pem))?);
     let app = wire(dir.path(), https.clone())?;
     let url = format!("https://127.0.0.1:{}/hook", addr.port());
     let req =
@@ -128,7 +130,7 @@ fn run(opts: &Options) -> Result<(), String> {
         }
         eprintln!("round {}: bare {:.0}/s, courrier {:.0}/s", round + 1, bare[round], hooks[round]);
     }
-    let (b, h) = (median(&mut bare), median(&mut hooks));
+    let (b, h) = (median(bare), median(hooks));
     println!("bench-webhooks: {n} deliveries x {} rounds, one TLS connection per POST, sequential", opts.rounds);
     println!("bare HTTPS POST (baseline):        {b:>8.0} req/s (median)");
     println!("courrier webhook worker (signed):  {h:>8.0} deliveries/s (median)");
@@ -136,11 +138,6 @@ fn run(opts: &Options) -> Result<(), String> {
     let verdict = if ratio >= TARGET { "met" } else { "NOT met" };
     println!("ratio courrier/bare: {ratio:.2} (target >= {TARGET}: {verdict})");
     Ok(())
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 /// The mailing context wired as `courrier serve` wires it, but for the resolver (the URL is an
@@ -183,64 +180,13 @@ fn record_events(app: &mailing::Service, n: u64) -> Result<(), String> {
     .map_err(|e| e.to_string())
 }
 
-fn make_certificates(dir: &Path) -> Result<(), String> {
-    let run = |args: &[&str]| -> Result<(), String> {
-        let out = Command::new("openssl").args(args).current_dir(dir).output().map_err(|e| format!("openssl: {e}"))?;
-        if out.status.success() {
-            Ok(())
-        } else {
-            Err(format!("openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr)))
-        }
-    };
-    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"];
-    run(&[
-        &["req", "-x509"],
-        &ec[..],
-        &[
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.pem",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=bench CA",
-            "-addext",
-            "basicConstraints=critical,CA:TRUE",
-            "-addext",
-            "keyUsage=critical,keyCertSign",
-        ],
-    ]
-    .concat())?;
-    run(&[&["req"], &ec[..], &["-keyout", "leaf.key", "-out", "leaf.csr", "-subj", "/CN=127.0.0.1"]].concat())?;
-    std::fs::write(dir.join("leaf.ext"), "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n")
-        .map_err(|e| e.to_string())?;
-    run(&[
-        "x509",
-        "-req",
-        "-in",
-        "leaf.csr",
-        "-CA",
-        "ca.pem",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-out",
-        "leaf.pem",
-        "-days",
-        "2",
-        "-extfile",
-        "leaf.ext",
-    ])
-}
-
 /// A minimal HTTPS receiver: a thread per connection, reads one request, answers 200, counts.
-fn start_receiver(dir: &Path, received: Arc<AtomicU64>) -> Result<SocketAddr, String> {
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(dir.join("leaf.pem"))
+fn start_receiver(ca: &TestCa, received: Arc<AtomicU64>) -> Result<SocketAddr, String> {
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&ca.cert)
         .map_err(|e| e.to_string())?
         .collect::<Result<_, _>>()
         .map_err(|e| e.to_string())?;
-    let key = PrivateKeyDer::from_pem_file(dir.join("leaf.key")).map_err(|e| e.to_string())?;
+    let key = PrivateKeyDer::from_pem_file(&ca.key).map_err(|e| e.to_string())?;
     let config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?

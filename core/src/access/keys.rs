@@ -6,7 +6,7 @@ use super::AccessError;
 use super::Service;
 use super::model::{ApiKey, KeyId, KeyScope, Perm, PermSet, Role, RoleGrant, Target, User};
 use super::principal::{Principal, RequestCtx, Via, audit_done, audited_refusal};
-use crate::kernel::{Page, Paged, Timestamp, secrets};
+use crate::kernel::{DomainName, ListName, Page, Paged, Timestamp, secrets};
 use crate::storage::{in_read, in_write};
 
 pub const DEFAULT_RATE_LIMIT_PER_MIN: u32 = 600;
@@ -19,6 +19,52 @@ pub struct NewKey {
     pub perms: PermSet,
     pub expires_at: Option<Timestamp>,
     pub rate_limit_per_min: Option<u32>,
+}
+
+impl NewKey {
+    /// A key request as the API and the CLI state it (scope kind with its domain and list, permission
+    /// names, an RFC 3339 expiry), checked once here for both.
+    pub fn parse(
+        name: String,
+        scope_kind: &str,
+        domain: Option<&str>,
+        list: Option<&str>,
+        perms: &[String],
+        expires_at: Option<&str>,
+        rate_limit_per_min: Option<u32>,
+    ) -> Result<Self, AccessError> {
+        let invalid = AccessError::Invalid;
+        let domain = domain.map(DomainName::parse).transpose()?;
+        let list = list.map(ListName::parse).transpose()?;
+        let scope = match (scope_kind, domain, list) {
+            ("user", None, None) => KeyScope::User,
+            ("domain", Some(d), None) => KeyScope::Domain(d),
+            ("list", Some(d), Some(l)) => KeyScope::List(d, l),
+            ("user" | "domain" | "list", ..) => {
+                return Err(invalid(format!(
+                    "scope_kind {scope_kind} takes {}",
+                    match scope_kind {
+                        "user" => "neither domain nor list",
+                        "domain" => "a domain and no list",
+                        _ => "a domain and a list",
+                    }
+                )));
+            }
+            (other, ..) => return Err(invalid(format!("scope_kind must be user, domain or list, not {other:?}"))),
+        };
+        let mut set = Vec::new();
+        for p in perms {
+            set.push(Perm::parse(p).ok_or_else(|| {
+                invalid(format!("unknown permission {p:?}: read, members:write, send, moderate or manage"))
+            })?);
+        }
+        let expires_at = expires_at
+            .map(|s| {
+                Timestamp::parse_rfc3339(s).ok_or_else(|| invalid("expires_at must be an RFC 3339 date or time".into()))
+            })
+            .transpose()?;
+        Ok(Self { name, scope, perms: PermSet::of(&set), expires_at, rate_limit_per_min })
+    }
 }
 
 /// A key just made: the only moment its secret exists outside the caller's hands.

@@ -17,6 +17,7 @@ pub mod principal;
 pub mod roles;
 pub mod sessions;
 pub mod users;
+pub mod views;
 
 pub use model::{Perm, PermSet, Role, RoleKind, Target};
 pub use principal::{Credential, Principal, Via};

@@ -139,19 +139,9 @@ pub fn create(app: &Service, p: &Principal, ctx: &RequestCtx, new: NewUser) -> R
     if hash.is_some() {
         return Ok((user, Invitation::NotNeeded));
     }
-    let link = format!("{}/p/password/{token}", app.settings.public_url);
-    let body = format!(
-        "Hello,\n\nAn account was opened for you on Courrier ({}).\nChoose your password here (the link works once, for 72 hours):\n\n{link}\n\nIf you did not expect this, ignore this message.\n",
-        app.settings.public_url
-    );
-    let notice = Notice {
-        from: &app.settings.mail_from,
-        to: &user.email,
-        subject: "Your Courrier account",
-        body: &body,
-        date: now,
-    };
-    match app.mail.send(&notice.compose()) {
+    let intro = format!("An account was opened for you on Courrier ({}).", app.settings.public_url);
+    let validity = "the link works once, for 72 hours";
+    match mail_password_link(app, &user, &token, "Your Courrier account", &intro, validity, "", now) {
         Ok(()) => Ok((user, Invitation::Sent)),
         Err(e) => {
             tracing::warn!(user = user.id.get(), error = %e, "invitation mail failed");
@@ -343,19 +333,13 @@ pub fn send_password_reset(app: &Service, ctx: &RequestCtx, address: &str) -> Re
         Ok::<_, AccessError>(Some(user))
     })?;
     let Some(user) = user else { return Ok(false) };
-    let link = format!("{}/p/password/{token}", app.settings.public_url);
-    let body = format!(
-        "Hello,\n\nSomeone (you, we hope) asked to sign in to Courrier ({}) without the password.\nSet a new password here (the link works once, for one hour):\n\n{link}\n\nIf you did not ask, ignore this message: your password stays as it is.\n",
+    let intro = format!(
+        "Someone (you, we hope) asked to sign in to Courrier ({}) without the password.",
         app.settings.public_url
     );
-    let notice = Notice {
-        from: &app.settings.mail_from,
-        to: &user.email,
-        subject: "Your Courrier sign-in link",
-        body: &body,
-        date: now,
-    };
-    match app.mail.send(&notice.compose()) {
+    let validity = "the link works once, for one hour";
+    let outro = " Your password stays as it is.";
+    match mail_password_link(app, &user, &token, "Your Courrier sign-in link", &intro, validity, outro, now) {
         Ok(()) => Ok(true),
         Err(e) => {
             tracing::warn!(user = user.id.get(), error = %e, "password reset mail failed");
@@ -371,4 +355,24 @@ pub fn by_email(app: &Service, email: &EmailAddress) -> Result<(User, Vec<RoleGr
         let grants = tx.roles_of(user.user.id)?;
         Ok((user.user, grants))
     })
+}
+
+/// Mails a set-password link (`/p/password/{token}`): an invitation or a forgotten password.
+#[allow(clippy::too_many_arguments)]
+fn mail_password_link(
+    app: &Service,
+    user: &User,
+    token: &str,
+    subject: &str,
+    intro: &str,
+    validity: &str,
+    outro: &str,
+    now: crate::kernel::Timestamp,
+) -> Result<(), crate::kernel::SendError> {
+    let link = format!("{}/p/password/{token}", app.settings.public_url);
+    let body = format!(
+        "Hello,\n\n{intro}\nChoose your password here ({validity}):\n\n{link}\n\nIf you did not expect this, ignore this message.{outro}\n"
+    );
+    let notice = Notice { from: &app.settings.mail_from, to: &user.email, subject, body: &body, date: now };
+    app.mail.send(&notice.compose())
 }

@@ -8,6 +8,7 @@ pub mod https;
 pub mod image_codec;
 pub mod open_files;
 pub mod openssl_dkim;
+pub mod pdf_attachments;
 pub mod pdf_sandbox;
 pub mod smtp;
 pub mod sqlite;

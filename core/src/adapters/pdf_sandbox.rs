@@ -876,46 +876,11 @@ fn page_image(pdf: &[u8], page_no: u32) -> Result<Vec<Record>, PdfError> {
     Ok(vec![Record::Count(count), Record::Page(image)])
 }
 
-/// The names hybrid invoice standards give their XML attachment (Factur-X, ZUGFeRD 1 and 2,
-/// XRechnung, Order-X), compared in lower case.
-const INVOICE_XML_NAMES: &[&str] =
-    &["factur-x.xml", "zugferd-invoice.xml", "zugferd_invoice.xml", "xrechnung.xml", "order-x.xml"];
-/// An attachment larger than this is not an invoice (the parser refuses more anyway).
-const MAX_INVOICE_XML: usize = crate::ocr::invoice::facturx::MAX_XML_BYTES;
-
-/// The embedded invoice XML: a file specification (a dictionary with `/EF`) whose `/UF` or `/F`
-/// name is one of the standards' names, its `/EF /F` stream inflated with a cap.
+/// The embedded invoice XML, wherever the producer put it and however it named it
+/// ([`super::pdf_attachments`]).
 fn invoice_xml(pdf: &[u8]) -> Result<Vec<Record>, PdfError> {
     let doc = load(pdf)?;
-    let name_of = |d: &lopdf::Dictionary| -> Option<String> {
-        ["UF", "F"].iter().find_map(|k| {
-            let o = d.get(k.as_bytes()).ok()?;
-            let (_, o) = doc.dereference(o).ok()?;
-            o.as_str().ok().map(|b| String::from_utf8_lossy(b).to_lowercase())
-        })
-    };
-    for object in doc.objects.values() {
-        let Ok(spec) = object.as_dict() else { continue };
-        let Ok(ef) = spec.get(b"EF").and_then(|o| doc.dereference(o)).and_then(|(_, o)| o.as_dict()) else { continue };
-        let Some(name) = name_of(spec) else { continue };
-        if !INVOICE_XML_NAMES.iter().any(|n| name.ends_with(n)) {
-            continue;
-        }
-        let Ok((_, stream)) = ef.get(b"F").and_then(|o| doc.dereference(o)) else { continue };
-        let Ok(stream) = stream.as_stream() else { continue };
-        let bytes = if stream.dict.get(b"Filter").is_ok() {
-            stream
-                .get_plain_content_with_limit(MAX_INVOICE_XML + 1)
-                .map_err(|e| PdfError::Unreadable(format!("the embedded invoice: {e}")))?
-        } else {
-            stream.content.clone()
-        };
-        if bytes.len() > MAX_INVOICE_XML {
-            return Err(PdfError::LimitExceeded("the embedded invoice XML is too large".into()));
-        }
-        return Ok(vec![Record::Xml(bytes)]);
-    }
-    Ok(Vec::new())
+    Ok(super::pdf_attachments::invoice_xml(&doc)?.map(Record::Xml).into_iter().collect())
 }
 
 /// The sandbox executable of a server: the lean `courrier-sandbox` beside it when it was built (it

@@ -140,6 +140,11 @@ pub trait Clock: Send + Sync {
     fn now(&self) -> Timestamp;
 }
 
+/// A moment as the wire shows it: RFC 3339 with microseconds and `Z`, or `null` when absent.
+pub fn json_time(t: Option<Timestamp>) -> serde_json::Value {
+    t.map_or(serde_json::Value::Null, |t| serde_json::Value::String(t.to_rfc3339()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

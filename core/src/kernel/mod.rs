@@ -15,7 +15,7 @@ pub mod secrets;
 
 pub use audit::{Actor, AuditEntry, AuditFilter, NewAuditEntry, Outcome};
 pub use build_info::{BuildInfo, VersionInfo};
-pub use clock::{Clock, Timestamp};
+pub use clock::{Clock, Timestamp, json_time};
 #[cfg(any(test, feature = "testing"))]
 pub use dns::TableDns;
 pub use dns::{Dns, DnsError};

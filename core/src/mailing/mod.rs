@@ -24,6 +24,7 @@ pub mod state;
 #[cfg(any(test, feature = "testing"))]
 pub mod store_suite;
 pub mod subscriptions;
+pub mod views;
 pub mod webhooks;
 
 use crate::access::AccessError;

@@ -177,6 +177,12 @@ pub async fn post_cuts(
 pub async fn post_zones(State(state): State<AppState>, Auth(_p): Auth, req: Request) -> Result<Response, OcrError> {
     gate(&state, &Method::POST).await?;
     let input = input::read(req, &state, JSON_LIMITS).await?;
+    input.require_strings(&["name", "vatNumber", "vat", "objectType"])?;
+    for field in ["name", "vatNumber", "vat"] {
+        if input.get(field).is_some_and(|v| v.chars().any(char::is_control) || v.chars().count() > 200) {
+            return Err(invalid(format!("{field} must be at most 200 characters without control characters")).into());
+        }
+    }
     let name = input.text("name").map(str::to_owned);
     let vat = input.text("vatNumber").or_else(|| input.text("vat")).map(str::to_owned);
     if name.is_none() && vat.is_none() {

@@ -172,7 +172,9 @@ pub static ROUTES: &[Route] = &[
 /// One line of text without control characters (what the checks in core refuse).
 const ONE_LINE: &str = "^[^\\u0000-\\u001f\\u007f-\\u009f]*$";
 /// The same, holding at least one visible character.
-const ONE_LINE_SET: &str = "^[^\\u0000-\\u001f\\u007f-\\u009f]*\\S[^\\u0000-\\u001f\\u007f-\\u009f]*$";
+// `\S` alone would match a control character: the visible one excludes them too.
+const ONE_LINE_SET: &str =
+    "^[^\\u0000-\\u001f\\u007f-\\u009f]*[^\\s\\u0000-\\u001f\\u007f-\\u009f][^\\u0000-\\u001f\\u007f-\\u009f]*$";
 
 pub const CUT_REQUEST: Schema = Schema(|| {
     let object = |d: &str| json!({ "anyOf": [{ "type": "string" }, { "type": "object" }], "description": d });
@@ -194,10 +196,13 @@ pub const CUT_REQUEST: Schema = Schema(|| {
 });
 
 pub const ZONES_REQUEST: Schema = Schema(|| {
-    let text = json!({ "type": "string", "maxLength": 200, "pattern": ONE_LINE_SET });
+    // A blank field stands for an absent one (the real client sends `vatNumber=` for a supplier
+    // without a VAT number); at least one of them must say something.
+    let text = json!({ "type": "string", "maxLength": 200, "pattern": ONE_LINE });
+    let said = |field: &str| json!({ "required": [field], "properties": { field: { "type": "string", "pattern": ONE_LINE_SET } } });
     json!({
         "type": "object",
-        "anyOf": [{ "required": ["name"] }, { "required": ["vatNumber"] }, { "required": ["vat"] }],
+        "anyOf": [said("name"), said("vatNumber"), said("vat")],
         "properties": {
             "name": text, "vatNumber": text, "vat": text,
             "objectType": { "type": "string", "enum": ["invoices"] }
@@ -289,7 +294,11 @@ fn software_fields() -> serde_json::Map<String, Value> {
     m.insert("min_version".into(), line(50));
     m.insert(
         "download_url".into(),
-        json!({ "type": "string", "maxLength": 2000, "pattern": "^(https?://[^/\\s][^\\s]*)?$" }),
+        json!({
+            "type": "string",
+            "maxLength": 2000,
+            "pattern": "^(https?://[^/\\s\\u0000-\\u001f\\u007f-\\u009f][^\\s\\u0000-\\u001f\\u007f-\\u009f]*)?$"
+        }),
     );
     m.insert("notes".into(), json!({ "type": "string", "maxLength": 10000, "pattern": "^[^\\u0000-\\u0008\\u000b\\u000c\\u000e-\\u001f\\u007f-\\u009f]*$" }));
     m

@@ -56,7 +56,8 @@ pub async fn stats(
     }
     let input = input::read(req, &state, JSON_LIMITS).await?;
     input.require_strings(&["month"])?;
-    let month = match input.text("month") {
+    // The month as sent (a blank or padded one is not YYYY-MM, as the schema's pattern says).
+    let month = match input.get("month") {
         None => None,
         Some(m) if is_month(m) => Some(m.to_owned()),
         Some(m) => {

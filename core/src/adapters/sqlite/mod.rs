@@ -10,6 +10,7 @@ mod audit;
 mod idempotency;
 mod invoices;
 mod lane;
+mod lease;
 mod mailing;
 mod migrations;
 mod ocr;

@@ -1,4 +1,5 @@
 use super::access::{corrupt, ts};
+use super::lease::LeasedQueue;
 use super::{SqliteTx, map_err};
 use crate::kernel::{EmailAddress, Timestamp};
 use crate::mailing::model::{
@@ -8,6 +9,7 @@ use crate::mailing::ports::{NewSend, SendRepo};
 use crate::storage::StoreError;
 use rusqlite::types::Value;
 use rusqlite::{OptionalExtension, params};
+use std::sync::LazyLock;
 
 fn counts(rows: Vec<(String, i64)>) -> Result<CopyCounts, StoreError> {
     rows.into_iter()
@@ -18,6 +20,24 @@ fn counts(rows: Vec<(String, i64)>) -> Result<CopyCounts, StoreError> {
         .collect::<Result<Vec<_>, StoreError>>()
         .map(CopyCounts)
 }
+
+/// Copies waiting for delivery, leased to the delivery workers. A claim takes the due copies of
+/// lists whose sending is not suspended, oldest due first. A batch in flight is told by its
+/// lease's end, which one claim sets for all its copies: a destination domain with `per_domain`
+/// (`?4`) of them leased waits for one to finish.
+pub(super) static COPIES: LazyLock<LeasedQueue> = LazyLock::new(|| {
+    LeasedQueue::new(
+        "copies",
+        "state IN ('queued', 'deferred')",
+        "SELECT c.id FROM copies c JOIN lists l ON l.id = c.list_id
+         WHERE c.state IN ('queued', 'deferred') AND c.next_attempt_at <= ?1 AND l.send_suspended = 0
+           AND c.dest_domain NOT IN (
+               SELECT dest_domain FROM copies WHERE state = 'sending' AND lease_until >= ?1
+               GROUP BY dest_domain HAVING COUNT(DISTINCT lease_until) >= ?4)
+         ORDER BY c.next_attempt_at, c.id LIMIT ?3",
+        "id, send_id, list_id, member_id, recipient, attempts",
+    )
+});
 
 const SEND_COLUMNS: &str =
     "id, list_id, subject, text_body, html_body, message_id, state, recipients, created_at, completed_at";
@@ -166,29 +186,9 @@ impl SendRepo for SqliteTx {
         limit: u32,
         per_domain: u32,
     ) -> Result<Vec<Copy>, StoreError> {
-        // One statement: the rows picked are the rows leased, whatever another worker does.
-        // A batch in flight is told by its lease's end, which one claim sets for all its copies:
-        // a destination domain with `per_domain` of them leased waits for one to finish.
-        let rows: Vec<(i64, i64, i64, i64, String, i64)> = self
-            .conn()
-            .prepare_cached(
-                "UPDATE copies SET state = 'sending', lease_until = ?2, attempts = attempts + 1, updated_at = ?1
-                 WHERE id IN (
-                     SELECT c.id FROM copies c JOIN lists l ON l.id = c.list_id
-                     WHERE c.state IN ('queued', 'deferred') AND c.next_attempt_at <= ?1 AND l.send_suspended = 0
-                       AND c.dest_domain NOT IN (
-                           SELECT dest_domain FROM copies WHERE state = 'sending' AND lease_until >= ?1
-                           GROUP BY dest_domain HAVING COUNT(DISTINCT lease_until) >= ?4)
-                     ORDER BY c.next_attempt_at, c.id LIMIT ?3)
-                 RETURNING id, send_id, list_id, member_id, recipient, attempts",
-            )
-            .and_then(|mut st| {
-                let args =
-                    params![now.unix_micros(), lease_until.unix_micros(), i64::from(limit), i64::from(per_domain)];
-                st.query_map(args, |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)))?
-                    .collect()
-            })
-            .map_err(map_err)?;
+        let args = params![now.unix_micros(), lease_until.unix_micros(), i64::from(limit), i64::from(per_domain)];
+        let rows: Vec<(i64, i64, i64, i64, String, i64)> = COPIES
+            .claim(self.conn(), args, |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)))?;
         rows.into_iter()
             .map(|(id, send, list, member, recipient, attempts)| {
                 Ok(Copy {
@@ -205,26 +205,11 @@ impl SendRepo for SqliteTx {
     }
 
     fn copies_due(&mut self, now: Timestamp) -> Result<bool, StoreError> {
-        // Two EXISTS, each served by its partial index.
-        self.conn()
-            .prepare_cached(
-                "SELECT EXISTS (SELECT 1 FROM copies WHERE state IN ('queued', 'deferred') AND next_attempt_at <= ?1)
-                     OR EXISTS (SELECT 1 FROM copies WHERE state = 'sending' AND lease_until < ?1)",
-            )
-            .and_then(|mut st| st.query_row([now.unix_micros()], |r| r.get(0)))
-            .map_err(map_err)
+        COPIES.due(self.conn(), now)
     }
 
     fn requeue_expired(&mut self, now: Timestamp) -> Result<u64, StoreError> {
-        let n = self
-            .conn()
-            .prepare_cached(
-                "UPDATE copies SET state = 'queued', lease_until = NULL, updated_at = ?1
-                 WHERE state = 'sending' AND lease_until < ?1",
-            )
-            .and_then(|mut st| st.execute([now.unix_micros()]))
-            .map_err(map_err)?;
-        Ok(n as u64)
+        COPIES.requeue_expired(self.conn(), now)
     }
 
     fn finish_copy(
@@ -235,24 +220,7 @@ impl SendRepo for SqliteTx {
         error: Option<&str>,
         now: Timestamp,
     ) -> Result<bool, StoreError> {
-        let n = self
-            .conn()
-            .prepare_cached(
-                "UPDATE copies SET state = ?2, next_attempt_at = COALESCE(?3, next_attempt_at), last_error = ?4,
-                   lease_until = NULL, updated_at = ?5
-                 WHERE id = ?1 AND state = 'sending'",
-            )
-            .and_then(|mut st| {
-                st.execute(params![
-                    id.get(),
-                    state.as_str(),
-                    next_attempt_at.map(Timestamp::unix_micros),
-                    error,
-                    now.unix_micros()
-                ])
-            })
-            .map_err(map_err)?;
-        Ok(n == 1)
+        COPIES.finish(self.conn(), id.get(), state.as_str(), next_attempt_at, error, now)
     }
 
     fn settled_sends(&mut self, limit: u32) -> Result<Vec<SendId>, StoreError> {

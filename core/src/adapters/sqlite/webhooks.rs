@@ -1,13 +1,28 @@
 use super::access::{corrupt, ts};
+use super::lease::LeasedQueue;
 use super::{SqliteTx, map_err};
 use crate::kernel::{Event, EventId, EventName, Timestamp};
 use crate::mailing::model::{Delivery, DeliveryId, DeliveryState, DomainId, ListId, Webhook, WebhookId};
 use crate::mailing::ports::{CallResult, NewWebhook, WebhookRepo};
 use crate::storage::StoreError;
 use rusqlite::{OptionalExtension, params};
+use std::sync::LazyLock;
 
 const COLUMNS: &str = "id, url, events, domain_id, list_id, secret_sealed, created_by, created_at, disabled_at, \
                        last_success_at, last_error, last_error_at";
+
+/// Deliveries waiting to be POSTed, leased to the webhook workers. A claim takes the due
+/// deliveries of enabled webhooks, oldest due first.
+pub(super) static DELIVERIES: LazyLock<LeasedQueue> = LazyLock::new(|| {
+    LeasedQueue::new(
+        "webhook_deliveries",
+        "state = 'queued'",
+        "SELECT d.id FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id
+         WHERE d.state = 'queued' AND d.next_attempt_at <= ?1 AND w.disabled_at IS NULL
+         ORDER BY d.next_attempt_at, d.id LIMIT ?3",
+        "id, webhook_id, event_public_id, event_name, body, attempts, created_at",
+    )
+});
 
 fn webhook_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Webhook> {
     let events: String = r.get(2)?;
@@ -152,43 +167,22 @@ impl WebhookRepo for SqliteTx {
         lease_until: Timestamp,
         limit: u32,
     ) -> Result<Vec<Delivery>, StoreError> {
-        // One statement: the rows picked are the rows leased, whatever another worker does.
-        self.conn()
-            .prepare_cached(
-                "UPDATE webhook_deliveries SET state = 'sending', lease_until = ?2, attempts = attempts + 1, updated_at = ?1
-                 WHERE id IN (
-                     SELECT d.id FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id
-                     WHERE d.state = 'queued' AND d.next_attempt_at <= ?1 AND w.disabled_at IS NULL
-                     ORDER BY d.next_attempt_at, d.id LIMIT ?3)
-                 RETURNING id, webhook_id, event_public_id, event_name, body, attempts, created_at",
-            )
-            .and_then(|mut st| {
-                st.query_map(params![now.unix_micros(), lease_until.unix_micros(), i64::from(limit)], |r| {
-                    Ok(Delivery {
-                        id: DeliveryId::from_stored(r.get(0)?),
-                        webhook_id: WebhookId::from_stored(r.get(1)?),
-                        event_public_id: r.get(2)?,
-                        event_name: r.get(3)?,
-                        body: r.get(4)?,
-                        attempts: u32::try_from(r.get::<_, i64>(5)?).unwrap_or(u32::MAX),
-                        created_at: Timestamp::from_unix_micros(r.get(6)?),
-                    })
-                })?
-                .collect()
+        let args = params![now.unix_micros(), lease_until.unix_micros(), i64::from(limit)];
+        DELIVERIES.claim(self.conn(), args, |r| {
+            Ok(Delivery {
+                id: DeliveryId::from_stored(r.get(0)?),
+                webhook_id: WebhookId::from_stored(r.get(1)?),
+                event_public_id: r.get(2)?,
+                event_name: r.get(3)?,
+                body: r.get(4)?,
+                attempts: u32::try_from(r.get::<_, i64>(5)?).unwrap_or(u32::MAX),
+                created_at: Timestamp::from_unix_micros(r.get(6)?),
             })
-            .map_err(map_err)
+        })
     }
 
     fn requeue_expired_deliveries(&mut self, now: Timestamp) -> Result<u64, StoreError> {
-        let n = self
-            .conn()
-            .prepare_cached(
-                "UPDATE webhook_deliveries SET state = 'queued', lease_until = NULL, updated_at = ?1
-                 WHERE state = 'sending' AND lease_until < ?1",
-            )
-            .and_then(|mut st| st.execute([now.unix_micros()]))
-            .map_err(map_err)?;
-        Ok(n as u64)
+        DELIVERIES.requeue_expired(self.conn(), now)
     }
 
     fn finish_delivery(
@@ -199,47 +193,15 @@ impl WebhookRepo for SqliteTx {
         error: Option<&str>,
         now: Timestamp,
     ) -> Result<bool, StoreError> {
-        let n = self
-            .conn()
-            .prepare_cached(
-                "UPDATE webhook_deliveries SET state = ?2, next_attempt_at = COALESCE(?3, next_attempt_at),
-                     lease_until = NULL, last_error = ?4, updated_at = ?5
-                 WHERE id = ?1 AND state = 'sending'",
-            )
-            .and_then(|mut st| {
-                st.execute(params![
-                    id.get(),
-                    state.as_str(),
-                    next_attempt_at.map(Timestamp::unix_micros),
-                    error,
-                    now.unix_micros()
-                ])
-            })
-            .map_err(map_err)?;
-        Ok(n > 0)
+        DELIVERIES.finish(self.conn(), id.get(), state.as_str(), next_attempt_at, error, now)
     }
 
     fn deliveries_waiting(&mut self, now: Timestamp) -> Result<bool, StoreError> {
-        // Two EXISTS, each served by its partial index.
-        self.conn()
-            .prepare_cached(
-                "SELECT EXISTS (SELECT 1 FROM webhook_deliveries WHERE state = 'queued' AND next_attempt_at <= ?1)
-                     OR EXISTS (SELECT 1 FROM webhook_deliveries WHERE state = 'sending' AND lease_until < ?1)",
-            )
-            .and_then(|mut st| st.query_row([now.unix_micros()], |r| r.get(0)))
-            .map_err(map_err)
+        DELIVERIES.due(self.conn(), now)
     }
 
     fn release_delivery(&mut self, id: DeliveryId, now: Timestamp) -> Result<(), StoreError> {
-        self.conn()
-            .prepare_cached(
-                "UPDATE webhook_deliveries SET state = 'queued', lease_until = NULL, next_attempt_at = ?2,
-                     attempts = MAX(attempts - 1, 0), updated_at = ?2
-                 WHERE id = ?1 AND state = 'sending'",
-            )
-            .and_then(|mut st| st.execute(params![id.get(), now.unix_micros()]))
-            .map_err(map_err)?;
-        Ok(())
+        DELIVERIES.release(self.conn(), id.get(), now)
     }
 
     fn delivery_counts(&mut self, webhook: WebhookId) -> Result<Vec<(DeliveryState, u64)>, StoreError> {

@@ -25,19 +25,132 @@ pub enum XmlInvoiceError {
 
 /// Reads a CII or UBL invoice.
 pub fn parse(xml: &[u8]) -> Result<InvoiceMeta, XmlInvoiceError> {
+    let text = decode(xml)?;
+    let doc = document(&text)?;
+    let root = doc.root_element();
+    let mut meta = match kind(root) {
+        Some(Kind::Cii) => cii(root),
+        Some(Kind::Ubl) => ubl(root),
+        None => return Err(XmlInvoiceError::NotAnInvoice),
+    };
+    if is_credit_note(root) {
+        sign_as_credit(&mut meta);
+    }
+    Ok(meta)
+}
+
+/// Whether `xml` is a CII or UBL invoice (or credit note), by its root: how an attachment without
+/// a standard name is recognised.
+pub fn is_invoice(xml: &[u8]) -> bool {
+    decode(xml).ok().and_then(|t| document(&t).ok().and_then(|d| kind(d.root_element()))).is_some()
+}
+
+/// The XML as text: UTF-8 with or without a byte order mark, or UTF-16 with one. The encoding
+/// declaration is not trusted (a real producer writes `encoding="UTF-8_W/O_BOM"`).
+fn decode(xml: &[u8]) -> Result<std::borrow::Cow<'_, str>, XmlInvoiceError> {
     if xml.len() > MAX_XML_BYTES {
         return Err(XmlInvoiceError::TooLarge);
     }
-    let text =
-        std::str::from_utf8(xml.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(xml)).map_err(|_| XmlInvoiceError::NotUtf8)?;
+    let utf16 = |bytes: &[u8], from: fn([u8; 2]) -> u16| -> Result<String, XmlInvoiceError> {
+        let units = bytes.chunks(2).map(|p| match p {
+            [a, b] => Ok(from([*a, *b])),
+            _ => Err(XmlInvoiceError::NotUtf8),
+        });
+        let units: Vec<u16> = units.collect::<Result<_, _>>()?;
+        String::from_utf16(&units).map_err(|_| XmlInvoiceError::NotUtf8)
+    };
+    if let Some(rest) = xml.strip_prefix(b"\xFF\xFE") {
+        return utf16(rest, u16::from_le_bytes).map(Into::into);
+    }
+    if let Some(rest) = xml.strip_prefix(b"\xFE\xFF") {
+        return utf16(rest, u16::from_be_bytes).map(Into::into);
+    }
+    std::str::from_utf8(xml.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(xml))
+        .map(Into::into)
+        .map_err(|_| XmlInvoiceError::NotUtf8)
+}
+
+fn document(text: &str) -> Result<Document<'_>, XmlInvoiceError> {
     let options = ParsingOptions { allow_dtd: false, nodes_limit: MAX_NODES, ..ParsingOptions::default() };
-    let doc = Document::parse_with_options(text, options).map_err(|e| XmlInvoiceError::Malformed(e.to_string()))?;
-    let root = doc.root_element();
+    Document::parse_with_options(text, options).map_err(|e| XmlInvoiceError::Malformed(e.to_string()))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// UN/CEFACT Cross Industry Invoice: Factur-X, ZUGFeRD 2, XRechnung CII; ZUGFeRD 1's
+    /// `CrossIndustryDocument`; and the pre-1.0 ZUGFeRD draft, whose root is an `Invoice` in the
+    /// UN/CEFACT `CBFBUY` namespace with CII's structure.
+    Cii,
+    /// OASIS UBL 2 `Invoice` or `CreditNote` (XRechnung UBL, Peppol BIS).
+    Ubl,
+}
+
+fn kind(root: Node) -> Option<Kind> {
+    let ns = root.tag_name().namespace().unwrap_or_default();
     match root.tag_name().name() {
-        // Factur-X / ZUGFeRD 2 / XRechnung CII, and ZUGFeRD 1's older form of it.
-        "CrossIndustryInvoice" | "CrossIndustryDocument" => Ok(cii(root)),
-        "Invoice" | "CreditNote" => Ok(ubl(root)),
-        _ => Err(XmlInvoiceError::NotAnInvoice),
+        "CrossIndustryInvoice" | "CrossIndustryDocument" => Some(Kind::Cii),
+        "Invoice" | "CreditNote" if ns.starts_with("urn:oasis:names:specification:ubl:") => Some(Kind::Ubl),
+        "Invoice" | "CreditNote"
+            if ns.contains("uncefact")
+                || child(root, "SpecifiedSupplyChainTradeTransaction|SupplyChainTradeTransaction").is_some() =>
+        {
+            Some(Kind::Cii)
+        }
+        // A UBL document written without its namespace.
+        "Invoice" | "CreditNote" if ns.is_empty() && child(root, "ID").is_some() => Some(Kind::Ubl),
+        _ => None,
+    }
+}
+
+/// UNTDID 1001 codes of credit notes (EN 16931's BT-3 allows these).
+const CREDIT_NOTE_CODES: &[&str] = &["81", "83", "261", "262", "296", "308", "381", "396", "420", "458", "532"];
+
+fn is_credit_note(root: Node) -> bool {
+    if root.tag_name().name() == "CreditNote" {
+        return true;
+    }
+    let code = match kind(root) {
+        Some(Kind::Cii) => {
+            child(root, "ExchangedDocument|HeaderExchangedDocument").and_then(|d| text(child(d, "TypeCode")))
+        }
+        Some(Kind::Ubl) => text(child(root, "InvoiceTypeCode")),
+        None => None,
+    };
+    code.is_some_and(|c| CREDIT_NOTE_CODES.contains(&c.as_str()))
+}
+
+/// A credit note's money goes back to the buyer: its amounts come out negative, as the page of a
+/// credit note prints them and as the text and OCR paths read them, so that a client adding up a
+/// supplier's documents gets the balance. EN 16931 writes a credit note's amounts positive (the
+/// type code carries the sign); a producer that already signed them negative is left as it is.
+/// Rates, quantities and the line count stay positive; unit prices and line totals turn.
+fn sign_as_credit(meta: &mut InvoiceMeta) {
+    let already_negative =
+        meta.amount.as_ref().or(meta.amount_untaxed.as_ref()).is_some_and(|a| a.value < Amount::ZERO);
+    if already_negative {
+        return;
+    }
+    let neg = |a: Amount| Amount::ZERO.minus(a);
+    for f in [
+        &mut meta.amount,
+        &mut meta.amount_untaxed,
+        &mut meta.amount_tax,
+        &mut meta.exo_tax_base,
+        &mut meta.eco_part,
+        &mut meta.delivery_untaxed,
+    ]
+    .into_iter()
+    .flatten()
+    {
+        f.value = neg(f.value);
+    }
+    for t in &mut meta.taxes {
+        t.amount = neg(t.amount);
+        t.base = t.base.map(neg);
+    }
+    for p in &mut meta.products {
+        p.unit_price = p.unit_price.map(neg);
+        p.total_ht = p.total_ht.map(neg);
     }
 }
 
@@ -88,12 +201,30 @@ fn cii(root: Node) -> InvoiceMeta {
     let sums = settlement.and_then(|s| {
         child(s, "SpecifiedTradeSettlementHeaderMonetarySummation|SpecifiedTradeSettlementMonetarySummation")
     });
-    let currency = settlement.and_then(|s| text(child(s, "InvoiceCurrencyCode")));
+    // Without `InvoiceCurrencyCode` (some ZUGFeRD 1 producers), the currency the totals are in.
+    let currency = settlement.and_then(|s| text(child(s, "InvoiceCurrencyCode"))).or_else(|| {
+        sums.and_then(|s| {
+            ["GrandTotalAmount", "DuePayableAmount", "TaxBasisTotalAmount"]
+                .iter()
+                .find_map(|n| {
+                    child(s, n).and_then(|a| a.attribute("currencyID")).map(str::trim).filter(|c| !c.is_empty())
+                })
+                .map(str::to_owned)
+        })
+    });
+    // A total in the invoice's currency (EXTENDED may add one in the accounting currency).
+    let in_currency = |name: &'static str| {
+        sums.and_then(|s| {
+            children(s, name)
+                .find(|t| t.attribute("currencyID").is_none() || t.attribute("currencyID") == currency.as_deref())
+                .or_else(|| child(s, name))
+        })
+    };
     let vat = seller.and_then(|s| {
         children(s, "SpecifiedTaxRegistration")
             .filter_map(|r| child(r, "ID"))
-            .find(|id| id.attribute("schemeID") == Some("VA"))
-            .and_then(|id| text(Some(id)))
+            .filter(|id| id.attribute("schemeID").map(str::trim) == Some("VA"))
+            .find_map(|id| text(Some(id)))
     });
     let address = seller.and_then(|s| child(s, "PostalTradeAddress"));
     let details = CompanyDetails {
@@ -106,11 +237,7 @@ fn cii(root: Node) -> InvoiceMeta {
         numero_tva_intra: vat.clone(),
     };
     // The tax total in the invoice's currency (a second one may be in the accounting currency).
-    let tax_total = sums.and_then(|s| {
-        children(s, "TaxTotalAmount")
-            .find(|t| t.attribute("currencyID").is_none() || t.attribute("currencyID") == currency.as_deref())
-            .and_then(|t| amount(Some(t)))
-    });
+    let tax_total = amount(in_currency("TaxTotalAmount"));
     let mut taxes = Vec::new();
     let mut exempt_base: Option<Amount> = None;
     for t in settlement.into_iter().flat_map(|s| children(s, "ApplicableTradeTax")) {
@@ -176,8 +303,9 @@ fn cii(root: Node) -> InvoiceMeta {
             }
         })
         .collect();
+    // `<IssueDateTime><DateTimeString format="102">`, or the draft's `<IssueDateTime format="102">`.
     let date = |n: Option<Node>| {
-        n.and_then(|n| child(n, "DateTimeString")).and_then(|d| text(Some(d))).and_then(|d| Date::parse_machine(&d))
+        n.and_then(|n| text(child(n, "DateTimeString")).or_else(|| text(Some(n)))).and_then(|d| Date::parse_machine(&d))
     };
     InvoiceMeta {
         source: Source::Cii,
@@ -188,9 +316,9 @@ fn cii(root: Node) -> InvoiceMeta {
         invoice_label: exact(doc.and_then(|d| text(child(d, "TypeCode"))).map(|c| type_label(&c))),
         date: exact(date(doc.and_then(|d| child(d, "IssueDateTime")))),
         due_date: exact(date(settlement.and_then(|s| at(s, &["SpecifiedTradePaymentTerms", "DueDateDateTime"])))),
-        currency: exact(currency),
-        amount: exact(amount(sums.and_then(|s| child(s, "GrandTotalAmount")))),
-        amount_untaxed: exact(amount(sums.and_then(|s| child(s, "TaxBasisTotalAmount")))),
+        currency: exact(currency.clone()),
+        amount: exact(amount(in_currency("GrandTotalAmount"))),
+        amount_untaxed: exact(amount(in_currency("TaxBasisTotalAmount"))),
         amount_tax: exact(tax_total),
         taxes,
         exo_tax_base: exact(exempt_base),
@@ -209,7 +337,7 @@ fn cii(root: Node) -> InvoiceMeta {
 fn type_label(code: &str) -> String {
     match code {
         "380" => "invoice",
-        "381" => "credit note",
+        c if CREDIT_NOTE_CODES.contains(&c) => "credit note",
         "384" => "corrected invoice",
         "389" => "self-billed invoice",
         "386" => "prepayment invoice",
@@ -221,7 +349,12 @@ fn type_label(code: &str) -> String {
 fn ubl(root: Node) -> InvoiceMeta {
     let credit = root.tag_name().name() == "CreditNote";
     let party = at(root, &["AccountingSupplierParty", "Party"]);
-    let vat = party.and_then(|p| children(p, "PartyTaxScheme").find_map(|t| text(child(t, "CompanyID"))));
+    // The VAT number is the `PartyTaxScheme` of scheme `VAT`; another may hold a tax number.
+    let schemes = || party.into_iter().flat_map(|p| children(p, "PartyTaxScheme"));
+    let vat = schemes()
+        .filter(|t| text(at(*t, &["TaxScheme", "ID"])).is_some_and(|id| id.eq_ignore_ascii_case("VAT")))
+        .find_map(|t| text(child(t, "CompanyID")))
+        .or_else(|| schemes().find_map(|t| text(child(t, "CompanyID"))));
     let address = party.and_then(|p| child(p, "PostalAddress"));
     let name = party
         .and_then(|p| text(at(p, &["PartyName", "Name"])))
@@ -237,7 +370,20 @@ fn ubl(root: Node) -> InvoiceMeta {
         numero_tva_intra: vat.clone(),
     };
     let total = child(root, "LegalMonetaryTotal");
-    let tax_total = child(root, "TaxTotal");
+    let currency = text(child(root, "DocumentCurrencyCode")).or_else(|| {
+        total
+            .and_then(|t| child(t, "TaxInclusiveAmount|PayableAmount"))
+            .and_then(|a| a.attribute("currencyID"))
+            .map(str::to_owned)
+    });
+    // The tax total in the document's currency (a second one may be in the accounting currency).
+    let tax_total = children(root, "TaxTotal")
+        .find(|t| {
+            child(*t, "TaxAmount")
+                .and_then(|a| a.attribute("currencyID"))
+                .is_none_or(|c| Some(c) == currency.as_deref())
+        })
+        .or_else(|| child(root, "TaxTotal"));
     let mut exempt_base: Option<Amount> = None;
     let taxes = tax_total
         .into_iter()
@@ -276,10 +422,13 @@ fn ubl(root: Node) -> InvoiceMeta {
         supplier_numtva: exact(vat),
         supplier_siret: exact(party.and_then(|p| text(at(p, &["PartyLegalEntity", "CompanyID"])))),
         invoice_number: exact(text(child(root, "ID"))),
-        invoice_label: exact(Some(if credit { "credit note" } else { "invoice" }.to_owned())),
+        invoice_label: exact(Some(match text(child(root, "InvoiceTypeCode")) {
+            Some(code) if !credit => type_label(&code),
+            _ => if credit { "credit note" } else { "invoice" }.to_owned(),
+        })),
         date: exact(text(child(root, "IssueDate")).and_then(|d| Date::parse_machine(&d))),
         due_date: exact(due.and_then(|d| Date::parse_machine(&d))),
-        currency: exact(text(child(root, "DocumentCurrencyCode"))),
+        currency: exact(currency),
         amount: exact(amount(total.and_then(|t| child(t, "TaxInclusiveAmount")))),
         amount_untaxed: exact(amount(total.and_then(|t| child(t, "TaxExclusiveAmount")))),
         amount_tax: exact(amount(tax_total.and_then(|t| child(t, "TaxAmount")))),
@@ -350,5 +499,118 @@ mod tests {
         assert_eq!(json["amount"], "120.00");
         assert_eq!(json["value_tax1"], "20.00");
         assert_eq!(json["supplier_numtva"], "FR40303265045");
+    }
+
+    /// ZUGFeRD 1 (COMFORT) credit note whose currency is only on its totals' `currencyID`.
+    const ZUGFERD1_CREDIT_NOTE: &str = r#"<rsm:CrossIndustryDocument xmlns:rsm="urn:ferd:CrossIndustryDocument:invoice:1p0" xmlns:ram="urn:un:unece:uncefact:data:standard:ReusableAggregateBusinessInformationEntity:12" xmlns:udt="urn:un:unece:uncefact:data:standard:UnqualifiedDataType:15">
+  <rsm:HeaderExchangedDocument><ram:ID>GS-77</ram:ID><ram:TypeCode>381</ram:TypeCode>
+    <ram:IssueDateTime><udt:DateTimeString format="102">20150613</udt:DateTimeString></ram:IssueDateTime></rsm:HeaderExchangedDocument>
+  <rsm:SpecifiedSupplyChainTradeTransaction>
+    <ram:ApplicableSupplyChainTradeAgreement><ram:SellerTradeParty><ram:Name>Bei Spiel GmbH</ram:Name>
+      <ram:SpecifiedTaxRegistration><ram:ID schemeID="FC">22/815/0815/4</ram:ID></ram:SpecifiedTaxRegistration>
+      <ram:SpecifiedTaxRegistration><ram:ID schemeID="VA">DE136695976</ram:ID></ram:SpecifiedTaxRegistration></ram:SellerTradeParty></ram:ApplicableSupplyChainTradeAgreement>
+    <ram:ApplicableSupplyChainTradeSettlement>
+      <ram:ApplicableTradeTax><ram:CalculatedAmount currencyID="EUR">19.00</ram:CalculatedAmount><ram:TypeCode>VAT</ram:TypeCode>
+        <ram:BasisAmount currencyID="EUR">100.00</ram:BasisAmount><ram:ApplicablePercent>19.00</ram:ApplicablePercent></ram:ApplicableTradeTax>
+      <ram:SpecifiedTradeSettlementMonetarySummation><ram:TaxBasisTotalAmount currencyID="EUR">100.00</ram:TaxBasisTotalAmount>
+        <ram:TaxTotalAmount currencyID="EUR">19.00</ram:TaxTotalAmount><ram:GrandTotalAmount currencyID="EUR">119.00</ram:GrandTotalAmount>
+      </ram:SpecifiedTradeSettlementMonetarySummation></ram:ApplicableSupplyChainTradeSettlement>
+    <ram:IncludedSupplyChainTradeLineItem>
+      <ram:SpecifiedSupplyChainTradeAgreement><ram:NetPriceProductTradePrice><ram:ChargeAmount currencyID="EUR">50.00</ram:ChargeAmount></ram:NetPriceProductTradePrice></ram:SpecifiedSupplyChainTradeAgreement>
+      <ram:SpecifiedSupplyChainTradeDelivery><ram:BilledQuantity unitCode="C62">2</ram:BilledQuantity></ram:SpecifiedSupplyChainTradeDelivery>
+      <ram:SpecifiedSupplyChainTradeSettlement><ram:SpecifiedTradeSettlementMonetarySummation><ram:LineTotalAmount currencyID="EUR">100.00</ram:LineTotalAmount></ram:SpecifiedTradeSettlementMonetarySummation></ram:SpecifiedSupplyChainTradeSettlement>
+      <ram:SpecifiedTradeProduct><ram:Name>Retoure</ram:Name></ram:SpecifiedTradeProduct>
+    </ram:IncludedSupplyChainTradeLineItem>
+  </rsm:SpecifiedSupplyChainTradeTransaction></rsm:CrossIndustryDocument>"#;
+
+    #[test]
+    fn a_zugferd_1_credit_note_comes_out_negative_in_the_currency_of_its_totals() {
+        let json = parse(ZUGFERD1_CREDIT_NOTE.as_bytes()).unwrap().to_json();
+        assert_eq!(json["invoice_label"], "credit note");
+        assert_eq!(json["currency"], "EUR");
+        assert_eq!(json["supplier_numtva"], "DE136695976", "the VA registration, not the tax number");
+        assert_eq!((json["amount"].as_str(), json["amount_untaxed"].as_str()), (Some("-119.00"), Some("-100.00")));
+        assert_eq!((json["amount_tax"].as_str(), json["amount_tax1"].as_str()), (Some("-19.00"), Some("-19.00")));
+        assert_eq!(json["value_tax1"], "19.00");
+        let line = &json["products"][0];
+        assert_eq!((line["qty"].as_str(), line["unit_price"].as_str()), (Some("2.00"), Some("-50.00")));
+        assert_eq!(line["total_ht"], "-100.00");
+    }
+
+    #[test]
+    fn a_credit_note_its_producer_already_signed_negative_stays_negative() {
+        let signed = ZUGFERD1_CREDIT_NOTE.replace(">119.00<", ">-119.00<").replace(">100.00<", ">-100.00<");
+        let json = parse(signed.as_bytes()).unwrap().to_json();
+        assert_eq!((json["amount"].as_str(), json["amount_untaxed"].as_str()), (Some("-119.00"), Some("-100.00")));
+        // An invoice (380) keeps its amounts as written.
+        let invoice = ZUGFERD1_CREDIT_NOTE.replace(">381<", ">380<");
+        let json = parse(invoice.as_bytes()).unwrap().to_json();
+        assert_eq!((json["amount"].as_str(), json["invoice_label"].as_str()), (Some("119.00"), Some("invoice")));
+    }
+
+    #[test]
+    fn the_pre_1_0_zugferd_draft_is_read_as_cii_not_as_ubl() {
+        // As Mustang/GnuAccounting wrote it in 2014: root `Invoice` in UN/CEFACT's CBFBUY
+        // namespace, unprefixed children, dates without `DateTimeString`, an empty VAT number.
+        let xml = r#"<?xml version="1.0" encoding="UTF-8"?>
+<rsm:Invoice xmlns:rsm="urn:un:unece:uncefact:data:standard:CBFBUY:5">
+  <rsm:HeaderExchangedDocument><ID>RE-20140519/499</ID><TypeCode>380</TypeCode><IssueDateTime format="102">20140519</IssueDateTime></rsm:HeaderExchangedDocument>
+  <rsm:SpecifiedSupplyChainTradeTransaction>
+    <ApplicableSupplyChainTradeAgreement><SellerTradeParty><Name>usegroup Inh. Jochen Stärk</Name>
+      <SpecifiedTaxRegistration><ID schemeID="VA"></ID></SpecifiedTaxRegistration></SellerTradeParty></ApplicableSupplyChainTradeAgreement>
+    <ApplicableSupplyChainTradeSettlement><InvoiceCurrencyCode>EUR</InvoiceCurrencyCode>
+      <SpecifiedTradePaymentTerms><DueDateDateTime format="102">20140609</DueDateDateTime></SpecifiedTradePaymentTerms>
+      <SpecifiedTradeSettlementMonetarySummation><TaxBasisTotalAmount currencyID="EUR">496.00</TaxBasisTotalAmount>
+        <TaxTotalAmount currencyID="EUR">63.84</TaxTotalAmount><GrandTotalAmount currencyID="EUR">559.84</GrandTotalAmount></SpecifiedTradeSettlementMonetarySummation>
+    </ApplicableSupplyChainTradeSettlement></rsm:SpecifiedSupplyChainTradeTransaction></rsm:Invoice>"#;
+        let meta = parse(xml.as_bytes()).unwrap();
+        assert_eq!(meta.source, Source::Cii);
+        let json = meta.to_json();
+        assert_eq!(json["invoice_number"], "RE-20140519/499");
+        assert_eq!((json["date"].as_str(), json["due_date"].as_str()), (Some("2014-05-19"), Some("2014-06-09")));
+        assert_eq!(json["supplier_name"], "usegroup Inh. Jochen Stärk");
+        assert_eq!(json["supplier_numtva"], "");
+        assert_eq!((json["amount"].as_str(), json["currency"].as_str()), (Some("559.84"), Some("EUR")));
+        assert!(is_invoice(xml.as_bytes()));
+    }
+
+    #[test]
+    fn a_ubl_credit_note_is_negative_and_its_vat_number_is_the_vat_scheme_s() {
+        let xml = r#"<CreditNote xmlns="urn:oasis:names:specification:ubl:schema:xsd:CreditNote-2" xmlns:cbc="urn:oasis:names:specification:ubl:schema:xsd:CommonBasicComponents-2" xmlns:cac="urn:oasis:names:specification:ubl:schema:xsd:CommonAggregateComponents-2">
+  <cbc:ID>CN-3</cbc:ID><cbc:IssueDate>2026-02-01</cbc:IssueDate><cbc:CreditNoteTypeCode>381</cbc:CreditNoteTypeCode>
+  <cac:AccountingSupplierParty><cac:Party>
+    <cac:PartyTaxScheme><cbc:CompanyID>12/345/67890</cbc:CompanyID><cac:TaxScheme><cbc:ID>FC</cbc:ID></cac:TaxScheme></cac:PartyTaxScheme>
+    <cac:PartyTaxScheme><cbc:CompanyID>NL123456789B01</cbc:CompanyID><cac:TaxScheme><cbc:ID>VAT</cbc:ID></cac:TaxScheme></cac:PartyTaxScheme>
+    <cac:PartyLegalEntity><cbc:RegistrationName>Polder BV</cbc:RegistrationName></cac:PartyLegalEntity></cac:Party></cac:AccountingSupplierParty>
+  <cac:TaxTotal><cbc:TaxAmount currencyID="USD">22.00</cbc:TaxAmount></cac:TaxTotal>
+  <cac:TaxTotal><cbc:TaxAmount currencyID="EUR">21.00</cbc:TaxAmount><cac:TaxSubtotal><cbc:TaxableAmount currencyID="EUR">100.00</cbc:TaxableAmount>
+    <cbc:TaxAmount currencyID="EUR">21.00</cbc:TaxAmount><cac:TaxCategory><cbc:ID>S</cbc:ID><cbc:Percent>21</cbc:Percent></cac:TaxCategory></cac:TaxSubtotal></cac:TaxTotal>
+  <cac:LegalMonetaryTotal><cbc:TaxExclusiveAmount currencyID="EUR">100.00</cbc:TaxExclusiveAmount><cbc:TaxInclusiveAmount currencyID="EUR">121.00</cbc:TaxInclusiveAmount></cac:LegalMonetaryTotal>
+  <cac:CreditNoteLine><cbc:ID>1</cbc:ID><cbc:CreditedQuantity>1</cbc:CreditedQuantity><cbc:LineExtensionAmount currencyID="EUR">100.00</cbc:LineExtensionAmount>
+    <cac:Item><cbc:Name>Terugbetaling</cbc:Name></cac:Item><cac:Price><cbc:PriceAmount currencyID="EUR">100.00</cbc:PriceAmount></cac:Price></cac:CreditNoteLine>
+</CreditNote>"#;
+        let meta = parse(xml.as_bytes()).unwrap();
+        assert_eq!(meta.source, Source::Ubl);
+        let json = meta.to_json();
+        assert_eq!(json["invoice_label"], "credit note");
+        assert_eq!(json["supplier_name"], "Polder BV");
+        assert_eq!(json["supplier_numtva"], "NL123456789B01");
+        // No DocumentCurrencyCode: the totals' currency; the tax total in it, not the USD one.
+        assert_eq!(json["currency"], "EUR");
+        assert_eq!((json["amount"].as_str(), json["amount_tax"].as_str()), (Some("-121.00"), Some("-21.00")));
+        assert_eq!(json["products"][0]["total_ht"], "-100.00");
+    }
+
+    #[test]
+    fn utf16_xml_and_a_false_encoding_declaration_are_read() {
+        let xml = r#"<?xml version="1.0" encoding="UTF-8_W/O_BOM"?><Invoice xmlns="urn:oasis:names:specification:ubl:schema:xsd:Invoice-2"><ID>U16</ID></Invoice>"#;
+        assert_eq!(parse(xml.as_bytes()).unwrap().to_json()["invoice_number"], "U16");
+        let utf16le: Vec<u8> =
+            b"\xFF\xFE".iter().copied().chain(xml.encode_utf16().flat_map(u16::to_le_bytes)).collect();
+        assert_eq!(parse(&utf16le).unwrap().to_json()["invoice_number"], "U16");
+        // An odd byte count is not UTF-16: refused, no panic.
+        assert_eq!(parse(b"\xFF\xFE<\x00a"), Err(XmlInvoiceError::NotUtf8));
+        assert!(!is_invoice(b"<notes/>"));
+        assert!(!is_invoice(b"\xFE\xFF\xD8"));
     }
 }

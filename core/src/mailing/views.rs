@@ -1,92 +1,11 @@
-//! Wire shapes of core's types that more than one frontend prints (the CLI's `--json` too).
+//! How the mailing context's records look on the wire: the documents the HTTP API answers and
+//! the CLI's `--json` prints alike (views, not serde derives on the domain types).
 
-use courrier_core::kernel::VersionInfo;
+use super::dashboard::{Dashboard, QueueStats};
+use super::import::ImportReport;
+use super::model::{Domain, MailingList, Member, StatusCounts};
+use crate::kernel::json_time as time;
 use serde_json::{Value, json};
-
-/// The contract's Version object. `go_version` is the contract's key; it and `rust_version` hold
-/// the Rust compiler's version (`decisions.md`). `built_at` only when injected at build.
-pub fn version(v: &VersionInfo) -> Value {
-    let mut doc = json!({
-        "version": v.build.version,
-        "commit": v.build.commit,
-        "dirty": v.build.dirty,
-        "go_version": v.build.rustc,
-        "rust_version": v.build.rustc,
-        "platform": v.build.platform,
-        "backend": v.backend,
-    });
-    if let Some(at) = v.build.commit_at {
-        doc["commit_at"] = at.into();
-    }
-    if let Some(at) = v.build.built_at {
-        doc["built_at"] = at.into();
-    }
-    doc
-}
-
-use courrier_core::access::model::{ApiKey, KeyScope, Role, RoleGrant, User};
-use courrier_core::kernel::Timestamp;
-
-fn time(t: Option<Timestamp>) -> Value {
-    t.map_or(Value::Null, |t| Value::String(t.to_rfc3339()))
-}
-
-pub fn user(u: &User) -> Value {
-    json!({
-        "id": u.id.get(),
-        "email": u.email.to_string(),
-        "firstname": u.profile.firstname,
-        "name": u.profile.name,
-        "mobile": u.profile.mobile,
-        "language_code_id": u.profile.language_code_id,
-        "status": u.status.as_str(),
-        "has_password": u.has_password,
-        "email_verified_at": time(u.email_verified_at),
-        "created_at": u.created_at.to_rfc3339(),
-        "updated_at": u.updated_at.to_rfc3339(),
-    })
-}
-
-pub fn role(r: &Role) -> Value {
-    json!({
-        "role": r.kind().as_str(),
-        "domain": r.domain().map(|d| d.as_str()),
-        "list": r.list().map(|l| l.as_str()),
-    })
-}
-
-pub fn role_grant(g: &RoleGrant) -> Value {
-    let mut v = role(&g.role);
-    v["id"] = json!(g.id.get());
-    v["granted_at"] = json!(g.granted_at.to_rfc3339());
-    v
-}
-
-pub fn api_key(k: &ApiKey) -> Value {
-    let (domain, list) = match &k.scope {
-        KeyScope::User => (None, None),
-        KeyScope::Domain(d) => (Some(d.as_str()), None),
-        KeyScope::List(d, l) => (Some(d.as_str()), Some(l.as_str())),
-    };
-    json!({
-        "id": k.id.get(),
-        "user_id": k.user_id.get(),
-        "name": k.name,
-        "prefix": k.prefix,
-        "scope_kind": k.scope.kind_str(),
-        "domain": domain,
-        "list": list,
-        "perms": k.perms.iter().map(|p| p.as_str()).collect::<Vec<_>>(),
-        "rate_limit_per_min": k.rate_limit_per_min,
-        "expires_at": time(k.expires_at),
-        "created_at": k.created_at.to_rfc3339(),
-        "revoked_at": time(k.revoked_at),
-    })
-}
-
-use courrier_core::mailing::dashboard::{Dashboard, QueueStats};
-use courrier_core::mailing::import::ImportReport;
-use courrier_core::mailing::model::{Domain, MailingList, Member, StatusCounts};
 
 pub fn domain(d: &Domain) -> Value {
     json!({
@@ -209,7 +128,7 @@ pub fn queue(q: &QueueStats) -> Value {
 }
 
 /// A webhook as listed: never its secret.
-pub fn webhook(w: &courrier_core::mailing::model::Webhook) -> Value {
+pub fn webhook(w: &super::model::Webhook) -> Value {
     json!({
         "id": w.id.get(),
         "url": w.url,
@@ -225,18 +144,18 @@ pub fn webhook(w: &courrier_core::mailing::model::Webhook) -> Value {
 }
 
 /// The creation answer: the webhook and, this once, its secret.
-pub fn webhook_created(w: &courrier_core::mailing::model::Webhook, secret: &str) -> Value {
+pub fn webhook_created(w: &super::model::Webhook, secret: &str) -> Value {
     let mut v = webhook(w);
     v["secret"] = json!(secret);
     v
 }
 
-pub fn webhook_ping(o: &courrier_core::mailing::webhooks::PingOutcome) -> Value {
+pub fn webhook_ping(o: &super::webhooks::PingOutcome) -> Value {
     json!({ "delivered": o.delivered, "status": o.status, "error": o.error })
 }
 
 /// The DNS check result: one verdict per record, and the domain with its stored verdict.
-pub fn dns_check(c: &courrier_core::mailing::dns_check::DnsCheck) -> Value {
+pub fn dns_check(c: &super::dns_check::DnsCheck) -> Value {
     let records: Vec<Value> = c
         .records
         .iter()

@@ -1,0 +1,152 @@
+//! An HTTP client of one server with one credential (courrier's API with a key, Mailman's REST
+//! API with Basic auth), and the encodings its requests need.
+
+use crate::check_status;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+/// Keep-alive connections (ureq's pool); answers of any status come back as they are.
+pub struct Api {
+    agent: ureq::Agent,
+    pub base: String,
+    auth: String,
+}
+
+impl Api {
+    /// `Authorization: Bearer key`.
+    pub fn bearer(base: &str, key: &str) -> Self {
+        Self::with_auth(base, format!("Bearer {key}"))
+    }
+
+    /// `Authorization: Basic base64(user:pass)`.
+    pub fn basic(base: &str, user_pass: &str) -> Self {
+        Self::with_auth(base, format!("Basic {}", base64(user_pass.as_bytes())))
+    }
+
+    fn with_auth(base: &str, auth: String) -> Self {
+        let agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(900)))
+            .build()
+            .into();
+        Self { agent, base: base.to_owned(), auth }
+    }
+
+    /// Status and body text.
+    pub fn send(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: &str,
+        body: &[u8],
+        headers: &[(&str, &str)],
+    ) -> Result<(u16, String), String> {
+        let mut req = ureq::http::Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.base))
+            .header("authorization", &self.auth);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let resp = if method == "GET" {
+            self.agent.run(req.body(()).map_err(|e| e.to_string())?)
+        } else {
+            self.agent.run(req.header("content-type", content_type).body(body).map_err(|e| e.to_string())?)
+        };
+        let mut resp = resp.map_err(|e| format!("{method} {}{path}: {e}", self.base))?;
+        let status = resp.status().as_u16();
+        let text = resp
+            .body_mut()
+            .with_config()
+            .limit(256 * 1024 * 1024)
+            .read_to_string()
+            .map_err(|e| format!("{method} {path}: cannot read the answer: {e}"))?;
+        Ok((status, text))
+    }
+
+    pub fn get(&self, path: &str) -> Result<(u16, String), String> {
+        self.send("GET", path, "", &[], &[])
+    }
+
+    pub fn post_json(
+        &self,
+        path: &str,
+        body: &serde_json::Value,
+        headers: &[(&str, &str)],
+    ) -> Result<(u16, String), String> {
+        self.send("POST", path, "application/json", body.to_string().as_bytes(), headers)
+    }
+
+    /// A JSON request whose answer must have one of the `ok` statuses; the answer's text.
+    pub fn expect(&self, method: &str, path: &str, body: &serde_json::Value, ok: &[u16]) -> Result<String, String> {
+        let (status, text) = self.send(method, path, "application/json", body.to_string().as_bytes(), &[])?;
+        check_status(&format!("{method} {path}"), status, &text, ok)?;
+        Ok(text)
+    }
+
+    /// An `application/x-www-form-urlencoded` request (Mailman's REST API).
+    pub fn form(&self, method: &str, path: &str, fields: &[(&str, &str)]) -> Result<(u16, String), String> {
+        self.send(method, path, "application/x-www-form-urlencoded", form_encode(fields).as_bytes(), &[])
+    }
+}
+
+/// `k=v&k=v`, every byte but the unreserved ones percent-encoded.
+pub fn form_encode(fields: &[(&str, &str)]) -> String {
+    let mut out = String::new();
+    for (i, (k, v)) in fields.iter().enumerate() {
+        if i > 0 {
+            out.push('&');
+        }
+        percent_encode(k, &mut out);
+        out.push('=');
+        percent_encode(v, &mut out);
+    }
+    out
+}
+
+/// Appends `s` to `out`, every byte but the unreserved ones percent-encoded (a query value).
+pub fn percent_encode(s: &str, out: &mut String) {
+    for b in s.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => out.push(char::from(b)),
+            _ => {
+                let _ = write!(out, "%{b:02X}");
+            }
+        }
+    }
+}
+
+/// Standard base64 with padding (Basic auth).
+pub fn base64(input: &[u8]) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in input.chunks(3) {
+        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for (j, shift) in [18, 12, 6, 0].into_iter().enumerate() {
+            if j <= chunk.len() {
+                out.push(char::from(T[((n >> shift) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encodes_forms_and_basic_auth() {
+        assert_eq!(
+            form_encode(&[("subscriber", "a.b+c@x.org"), ("display_name", "Zoë O'Brien")]),
+            "subscriber=a.b%2Bc%40x.org&display_name=Zo%C3%AB%20O%27Brien"
+        );
+        assert_eq!(form_encode(&[("subscriber", "a+b@x.org"), ("n", "Zoë")]), "subscriber=a%2Bb%40x.org&n=Zo%C3%AB");
+        assert_eq!(base64(b"restadmin:restpass"), "cmVzdGFkbWluOnJlc3RwYXNz");
+        assert_eq!(base64(b"a"), "YQ==");
+        assert_eq!(base64(b"ab"), "YWI=");
+    }
+}
