@@ -41,6 +41,11 @@ impl Server {
         self
     }
 
+    /// The server's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// The server's resident memory (VmRSS), in KiB.
     pub fn rss_kib(&self) -> Option<u64> {
         let pid = self.child.as_ref()?.id();

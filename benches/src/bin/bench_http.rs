@@ -6,6 +6,9 @@
 //! - `auth`: the authenticated `GET /api/v1/system/version`, its API keys rotating round-robin,
 //!   against courrier's own public health route on the same server: the price of authentication.
 //!   bare-hello is measured alongside for context.
+//! - `slow`: the p99 of the health route, each probe on a fresh connection, while the harness holds
+//!   1,000 slowloris connections on the server (re-opened as the server closes them), against the
+//!   same probes on the idle server: what slow clients cost the operator's health checks.
 //!
 //! Rounds alternate the loads (A, B, A, B, ...) so that drift (thermal, other load) hits them
 //! alike; the report is the medians and their ratio. Results go to BENCHMARKS.md.
@@ -13,14 +16,15 @@
 //! `bench-http --smoke` does everything for real at a tiny size (CI runs it so this cannot rot).
 
 use courrier_benches::{
-    HEALTH_PATH, Server, create_api_key, create_bench_user, fmt_latency, harness_main, http_get, median, positive,
-    serve_command, sibling, utc,
+    HEALTH_PATH, Server, create_api_key, create_bench_user, fmt_latency, harness_main, http_get, median, percentile,
+    positive, serve_command, sibling, utc,
 };
 use std::fmt::Write as _;
-use std::net::TcpListener;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 const VERSION_PATH: &str = "/api/v1/system/version";
 /// courrier health / bare-hello.
@@ -31,8 +35,8 @@ const AUTH_TARGET: f64 = 0.7;
 /// and per server process; over it, 429. The `auth` load rotates over enough keys to stay under.
 const KEY_QUOTA_PER_MIN: u32 = 100_000;
 
-const USAGE: &str = "usage: bench-http [--scenario health|auth|all (default)] [--courrier PATH] [--bare PATH] [--wrk PATH] \
-[--duration SECS] [--connections N] [--threads N] [--rounds N] [--warmup SECS] [--keys N] [--smoke]";
+const USAGE: &str = "usage: bench-http [--scenario health|auth|slow|all (default)] [--courrier PATH] [--bare PATH] [--wrk PATH] \
+[--duration SECS] [--connections N] [--threads N] [--rounds N] [--warmup SECS] [--keys N] [--slow-connections N] [--smoke]";
 
 fn main() -> ExitCode {
     harness_main("bench-http", USAGE, Options::parse, run)
@@ -42,6 +46,7 @@ fn main() -> ExitCode {
 enum Scenario {
     Health,
     Auth,
+    Slow,
     All,
 }
 
@@ -50,8 +55,9 @@ impl Scenario {
         match raw {
             "health" => Ok(Self::Health),
             "auth" => Ok(Self::Auth),
+            "slow" => Ok(Self::Slow),
             "all" => Ok(Self::All),
-            _ => Err(format!("--scenario must be health, auth or all, got {raw:?}")),
+            _ => Err(format!("--scenario must be health, auth, slow or all, got {raw:?}")),
         }
     }
 
@@ -61,6 +67,10 @@ impl Scenario {
 
     fn auth(self) -> bool {
         matches!(self, Self::Auth | Self::All)
+    }
+
+    fn slow(self) -> bool {
+        matches!(self, Self::Slow | Self::All)
     }
 }
 
@@ -77,6 +87,8 @@ struct Options {
     warmup: u64,
     /// API keys the `auth` load rotates over.
     keys: u32,
+    /// Slowloris connections the `slow` scenario holds open.
+    slow_connections: usize,
     smoke: bool,
 }
 
@@ -85,7 +97,7 @@ impl Options {
     fn parse(mut args: impl Iterator<Item = String>) -> Result<Option<Self>, String> {
         let (mut courrier, mut bare, mut wrk) = (None, None, PathBuf::from("wrk"));
         let (mut duration, mut connections, mut threads, mut rounds, mut warmup) = (None, None, None, None, None);
-        let (mut scenario, mut keys) = (Scenario::All, None);
+        let (mut scenario, mut keys, mut slow_connections) = (Scenario::All, None, None);
         let mut smoke = false;
         while let Some(arg) = args.next() {
             let mut value = || args.next().ok_or_else(|| format!("{arg} needs a value"));
@@ -100,13 +112,14 @@ impl Options {
                 "--rounds" => rounds = Some(positive(&arg, &value()?)?),
                 "--warmup" => warmup = Some(value()?.parse::<u64>().map_err(|e| format!("--warmup: {e}"))?),
                 "--keys" => keys = Some(positive(&arg, &value()?)?),
+                "--slow-connections" => slow_connections = Some(positive(&arg, &value()?)?),
                 "--smoke" => smoke = true,
                 "-h" | "--help" => return Ok(None),
                 other => return Err(format!("unknown argument {other:?}")),
             }
         }
-        let (d_duration, d_connections, d_rounds, d_warmup, d_keys) =
-            if smoke { (1, 8, 1, 1, 4) } else { (20, 64, 3, 2, 128) };
+        let (d_duration, d_connections, d_rounds, d_warmup, d_keys, d_slow) =
+            if smoke { (1, 8, 1, 1, 4, 50) } else { (20, 64, 3, 2, 128, 1_000) };
         let opts = Self {
             scenario,
             courrier: match courrier {
@@ -124,6 +137,7 @@ impl Options {
             rounds: rounds.map_or(Ok(d_rounds), u32::try_from).map_err(|e| e.to_string())?,
             warmup: warmup.unwrap_or(d_warmup),
             keys: keys.map_or(Ok(d_keys), u32::try_from).map_err(|e| e.to_string())?,
+            slow_connections: slow_connections.map_or(Ok(d_slow), usize::try_from).map_err(|e| e.to_string())?,
             smoke,
         };
         if opts.connections < opts.threads {
@@ -194,7 +208,9 @@ impl Load {
 }
 
 fn run(opts: &Options) -> Result<(), String> {
-    check_wrk(&opts.wrk)?;
+    if opts.scenario.health() || opts.scenario.auth() {
+        check_wrk(&opts.wrk)?;
+    }
     for (what, path) in [("courrier", &opts.courrier), ("bare-hello", &opts.bare)] {
         if !path.is_file() {
             return Err(format!(
@@ -249,6 +265,11 @@ fn run(opts: &Options) -> Result<(), String> {
         ];
         let (started, rounds) = measure(opts, &mut servers, &loads)?;
         println!("{}", report_auth(opts, started, &loads, &rounds));
+    }
+    if opts.scenario.slow() {
+        let server_pid = servers[1].pid();
+        println!("{}", slow_clients(opts, courrier_port, server_pid)?);
+        servers[1].check_alive()?;
     }
 
     for server in &mut servers {
@@ -620,6 +641,235 @@ fn parse_duration(s: &str) -> Option<f64> {
     Some(n * scale)
 }
 
+// --- The `slow` scenario: health probes beside slowloris connections ---------------------------
+
+/// A probe (or the opening of a slow connection) that gets no answer in this long has failed.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Between two probes: about a hundred a second, so that a p99 rests on a few dozen probes.
+const PROBE_PAUSE: Duration = Duration::from_millis(10);
+/// How often every slow connection sends one more header line (and a closed one is re-opened).
+const SLOW_TICK: Duration = Duration::from_millis(500);
+
+/// The health probes of one phase: each probe's time (seconds) and whether it was answered 200.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Probes {
+    times: Vec<f64>,
+    failed: usize,
+}
+
+impl Probes {
+    /// The `q` quantile (nearest rank) of every probe's time, failed ones included (at the time
+    /// they took to fail).
+    fn quantile(&self, q: f64) -> f64 {
+        percentile(&self.times, q)
+    }
+
+    fn max(&self) -> f64 {
+        self.times.iter().copied().fold(f64::NAN, f64::max)
+    }
+}
+
+/// One round of the `slow` scenario: the idle server's probes, then the probes beside the slow
+/// connections, how many slow connections were open at the start and how many were re-opened.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct SlowRound {
+    idle: Probes,
+    slow: Probes,
+    opened: usize,
+    reopened: usize,
+}
+
+/// One health probe on a fresh connection, as an operator's monitor makes it: its time from
+/// `connect()` to the end of the answer, and whether the answer was a 200.
+fn probe(addr: SocketAddr) -> (f64, bool) {
+    let started = Instant::now();
+    let answered = (|| -> std::io::Result<bool> {
+        let mut s = TcpStream::connect_timeout(&addr, PROBE_TIMEOUT)?;
+        s.set_read_timeout(Some(PROBE_TIMEOUT))?;
+        s.set_write_timeout(Some(PROBE_TIMEOUT))?;
+        write!(s, "GET {HEALTH_PATH} HTTP/1.1\r\nHost: probe\r\nConnection: close\r\n\r\n")?;
+        let mut out = Vec::new();
+        s.read_to_end(&mut out)?;
+        Ok(out.starts_with(b"HTTP/1.1 200"))
+    })()
+    .unwrap_or(false);
+    (started.elapsed().as_secs_f64(), answered)
+}
+
+/// Probes `addr` one after the other for `duration`.
+fn probe_for(addr: SocketAddr, duration: Duration) -> Probes {
+    let mut probes = Probes::default();
+    let until = Instant::now() + duration;
+    while Instant::now() < until {
+        let (secs, answered) = probe(addr);
+        probes.times.push(secs);
+        probes.failed += usize::from(!answered);
+        std::thread::sleep(PROBE_PAUSE);
+    }
+    probes
+}
+
+/// A slowloris connection: a request line and one header, then (from [`hold_slow`]) a header line
+/// now and then, never the blank line that ends the headers.
+fn open_slow(addr: SocketAddr) -> Option<TcpStream> {
+    let mut s = TcpStream::connect_timeout(&addr, PROBE_TIMEOUT).ok()?;
+    s.set_write_timeout(Some(Duration::from_millis(200))).ok()?;
+    s.write_all(format!("GET {HEALTH_PATH} HTTP/1.1\r\nHost: slow\r\n").as_bytes()).ok()?;
+    Some(s)
+}
+
+/// Keeps the slow connections going until `until`: a header line on each every [`SLOW_TICK`], a new
+/// connection for each one the server closed (as the attack does). How many were re-opened.
+fn hold_slow(addr: SocketAddr, slow: &mut [Option<TcpStream>], until: Instant) -> usize {
+    let mut reopened = 0;
+    while Instant::now() < until {
+        for s in slow.iter_mut() {
+            let alive = s.as_mut().is_some_and(|c| c.write_all(b"X-Slow: 1\r\n").is_ok());
+            if !alive {
+                *s = open_slow(addr);
+                reopened += 1;
+            }
+        }
+        std::thread::sleep(SLOW_TICK.min(until.saturating_duration_since(Instant::now())));
+    }
+    reopened
+}
+
+/// The `slow` scenario on the courrier server at `port`: rounds of an idle phase and a phase with
+/// `opts.slow_connections` slowloris connections, each `opts.duration` long; the report.
+fn slow_clients(opts: &Options, port: u16, server_pid: Option<u32>) -> Result<String, String> {
+    // The harness holds a descriptor per slow connection (the server raises its own limit).
+    let own_limit = courrier_core::adapters::open_files::raise_to_hard_limit()
+        .map_err(|e| format!("cannot raise the open-file limit: {e}"))?;
+    if own_limit < opts.slow_connections as u64 + 64 {
+        return Err(format!(
+            "the open-file limit ({own_limit}) is too low for {} slow connections",
+            opts.slow_connections
+        ));
+    }
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let phase = Duration::from_secs(opts.duration);
+    let started = SystemTime::now();
+    if opts.warmup > 0 {
+        eprintln!("warm-up: health probes for {}s", opts.warmup);
+        probe_for(addr, Duration::from_secs(opts.warmup));
+    }
+    let mut rounds = Vec::new();
+    for round in 1..=opts.rounds {
+        eprintln!("round {round}/{}: idle server, health probes for {}s", opts.rounds, opts.duration);
+        let idle = probe_for(addr, phase);
+        eprintln!(
+            "round {round}/{}: {} slow connections, health probes for {}s",
+            opts.rounds, opts.slow_connections, opts.duration
+        );
+        let mut slow: Vec<Option<TcpStream>> = (0..opts.slow_connections).map(|_| open_slow(addr)).collect();
+        let opened = slow.iter().filter(|s| s.is_some()).count();
+        let (slow_probes, reopened) = std::thread::scope(|s| {
+            let prober = s.spawn(|| probe_for(addr, phase));
+            let reopened = hold_slow(addr, &mut slow, Instant::now() + phase);
+            (prober.join(), reopened)
+        });
+        let slow_probes = slow_probes.map_err(|_| "the prober thread panicked".to_owned())?;
+        drop(slow);
+        let r = SlowRound { idle, slow: slow_probes, opened, reopened };
+        eprintln!(
+            "  idle p99 {}, slow p99 {} ({} of {} probes failed; {opened} slow connections opened, {reopened} re-opened)",
+            fmt_latency(r.idle.quantile(0.99)),
+            fmt_latency(r.slow.quantile(0.99)),
+            r.slow.failed,
+            r.slow.times.len()
+        );
+        rounds.push(r);
+        // The server notices the closed slow connections before the next idle phase.
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let server_limit = server_pid.map_or_else(|| "?".to_owned(), open_file_limit);
+    Ok(report_slow(opts, started, own_limit, &server_limit, &rounds))
+}
+
+/// The soft open-file limit of process `pid`, from `/proc`.
+fn open_file_limit(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/limits"))
+        .ok()
+        .and_then(|text| {
+            let line = text.lines().find(|l| l.starts_with("Max open files"))?.to_owned();
+            line.split_whitespace().nth(3).map(str::to_owned)
+        })
+        .unwrap_or_else(|| "?".into())
+}
+
+fn report_slow(
+    opts: &Options,
+    started: SystemTime,
+    own_limit: u64,
+    server_limit: &str,
+    rounds: &[SlowRound],
+) -> String {
+    let med = |f: &dyn Fn(&SlowRound) -> f64| median(rounds.iter().map(f).collect());
+    let (idle_p99, slow_p99) = (med(&|r| r.idle.quantile(0.99)), med(&|r| r.slow.quantile(0.99)));
+    let ratio = slow_p99 / idle_p99;
+    let failed: usize = rounds.iter().map(|r| r.slow.failed + r.idle.failed).sum();
+    let probes: usize = rounds.iter().map(|r| r.slow.times.len() + r.idle.times.len()).sum();
+
+    let mut out = String::new();
+    report_heading(&mut out, opts, "slow", started);
+    let _ = writeln!(
+        out,
+        "load: {} slowloris connections from this process on 127.0.0.1 (request line and one header, then a \
+         header line every {} ms, re-opened when the server closes them); health probes one after the other, \
+         each on a fresh connection (`Connection: close`, {} ms apart, {} s time-out); {} round(s) of {} s idle \
+         then {} s slow, warm-up {}s; open-file limits: harness {own_limit}, server {server_limit}",
+        opts.slow_connections,
+        SLOW_TICK.as_millis(),
+        PROBE_PAUSE.as_millis(),
+        PROBE_TIMEOUT.as_secs(),
+        opts.rounds,
+        opts.duration,
+        opts.duration,
+        opts.warmup
+    );
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "| round | idle probes | idle p50 | idle p99 | idle max | slow probes | failed | slow p50 | slow p99 | slow max | slow conns opened / re-opened | ratio p99 slow/idle |"
+    );
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (i, r) in rounds.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} | {:.2} |",
+            i + 1,
+            r.idle.times.len(),
+            fmt_latency(r.idle.quantile(0.5)),
+            fmt_latency(r.idle.quantile(0.99)),
+            fmt_latency(r.idle.max()),
+            r.slow.times.len(),
+            r.slow.failed,
+            fmt_latency(r.slow.quantile(0.5)),
+            fmt_latency(r.slow.quantile(0.99)),
+            fmt_latency(r.slow.max()),
+            r.opened,
+            r.reopened,
+            r.slow.quantile(0.99) / r.idle.quantile(0.99)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "| **median** | | **{}** | **{}** | | | | **{}** | **{}** | | | **{ratio:.2}** |",
+        fmt_latency(med(&|r| r.idle.quantile(0.5))),
+        fmt_latency(idle_p99),
+        fmt_latency(med(&|r| r.slow.quantile(0.5))),
+        fmt_latency(slow_p99),
+    );
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "ratio health p99 under {} slow connections / idle (medians): {ratio:.2}; failed probes: {failed} of {probes}",
+        opts.slow_connections
+    );
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -682,7 +932,11 @@ Transfer/sec:     12.00MB
         assert!(Scenario::Health.health() && !Scenario::Health.auth());
         assert!(!Scenario::Auth.health() && Scenario::Auth.auth());
         let parse = |args: &[&str]| Options::parse(args.iter().map(|s| (*s).to_owned()));
-        assert!(parse(&["--scenario", "nope"]).unwrap_err().contains("health, auth or all"));
+        assert!(parse(&["--scenario", "nope"]).unwrap_err().contains("health, auth, slow or all"));
+        assert!(Scenario::All.slow() && Scenario::Slow.slow() && !Scenario::Slow.health() && !Scenario::Auth.slow());
+        assert_eq!((default.slow_connections, smoke.slow_connections), (1_000, 50));
+        assert_eq!(options(&["--scenario", "slow", "--slow-connections", "7"]).slow_connections, 7);
+        assert!(parse(&["--slow-connections", "0"]).is_err());
         assert!(parse(&["--keys", "0"]).is_err());
         assert!(parse(&["--scenario"]).unwrap_err().contains("needs a value"));
     }
@@ -748,5 +1002,32 @@ Transfer/sec:     12.00MB
         assert!(out.contains("health/bare-hello 0.67, version/bare-hello 0.47"), "{out}");
         let health = report_health(&opts, SystemTime::UNIX_EPOCH, &loads[..2], &rounds);
         assert!(health.contains("ratio courrier/bare (median req/s): 0.67 (target >= 0.8: NOT met)"), "{health}");
+    }
+
+    #[test]
+    fn probe_quantiles_count_failed_probes_at_their_time() {
+        let probes = Probes { times: (1..=200).map(|i| f64::from(i) * 1e-3).collect(), failed: 1 };
+        assert!((probes.quantile(0.99) - 0.198).abs() < 1e-12);
+        assert!((probes.quantile(0.5) - 0.100).abs() < 1e-12);
+        assert!((probes.max() - 0.2).abs() < 1e-12);
+        assert!(Probes::default().quantile(0.99).is_nan());
+        let one = Probes { times: vec![5.0], failed: 1 };
+        assert!((one.quantile(0.99) - 5.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn reports_the_slow_ratio() {
+        let opts = options(&["--rounds", "1", "--scenario", "slow"]);
+        let probes = |ms: f64, failed| Probes { times: vec![ms * 1e-3; 100], failed };
+        let rounds = vec![SlowRound { idle: probes(0.5, 0), slow: probes(2.0, 3), opened: 1000, reopened: 950 }];
+        let out = report_slow(&opts, SystemTime::UNIX_EPOCH, 20_000, "20000", &rounds);
+        assert!(
+            out.contains(
+                "| 1 | 100 | 500 µs | 500 µs | 500 µs | 100 | 3 | 2.00 ms | 2.00 ms | 2.00 ms | 1000 / 950 | 4.00 |"
+            ),
+            "{out}"
+        );
+        assert!(out.contains("(medians): 4.00; failed probes: 3 of 200"), "{out}");
+        assert!(out.contains("open-file limits: harness 20000, server 20000"), "{out}");
     }
 }

@@ -4,7 +4,10 @@
 //!   settings (`-l eng+fra --psm 1 --dpi 300`, `OMP_THREAD_LIMIT=1`): the service's overhead;
 //! - a text-layer PDF against the scan of the same page (the OCR path): what the text layer saves;
 //! - a page to JPEG (`action=storeOnly` of a text PDF: render + encode) against `pdftoppm -jpeg`;
-//! - pages per minute with 4 concurrent clients.
+//! - pages per minute with 4 concurrent clients;
+//! - `--scenario bomb`: the time to refuse a PDF bomb (under 1 KB, each page drawing one image
+//!   declared 100,000 x 100,000 pixels; one page and five) against the time to process an honest
+//!   one-page scanned PDF, both through `POST /api/ocrs`.
 //!
 //! Each measurement is the median of `--rounds` runs, the two sides alternating. Results go to
 //! BENCHMARKS.md; `--smoke` runs everything once (CI runs it so this cannot rot).
@@ -16,17 +19,20 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
-const USAGE: &str = "usage: bench-ocr [--courrier PATH] [--rounds N] [--clients N] [--seconds N] [--smoke]";
+const USAGE: &str =
+    "usage: bench-ocr [--scenario all|bomb] [--courrier PATH] [--rounds N] [--clients N] [--seconds N] [--smoke]";
 
 struct Options {
     courrier: PathBuf,
     rounds: usize,
     clients: usize,
     seconds: u64,
+    /// `--scenario bomb`: only the bomb against the honest page.
+    bomb_only: bool,
 }
 
 fn main() -> ExitCode {
-    let mut opts = Options { courrier: default_courrier(), rounds: 7, clients: 4, seconds: 60 };
+    let mut opts = Options { courrier: default_courrier(), rounds: 7, clients: 4, seconds: 60, bomb_only: false };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
@@ -41,6 +47,14 @@ fn main() -> ExitCode {
             "--seconds" => value("--seconds")
                 .and_then(|v| v.parse().map_err(|e| format!("--seconds: {e}")))
                 .map(|v| opts.seconds = v),
+            "--scenario" => value("--scenario").and_then(|v| {
+                opts.bomb_only = match v.as_str() {
+                    "all" => false,
+                    "bomb" => true,
+                    _ => return Err(format!("--scenario must be all or bomb, got {v:?}")),
+                };
+                Ok(())
+            }),
             "--smoke" => {
                 (opts.rounds, opts.seconds) = (1, 3);
                 Ok(())
@@ -179,6 +193,9 @@ fn run(opts: &Options) -> Result<(), String> {
     let text_pdf_path = fixtures().join("invoice-text.pdf").display().to_string();
     let scan_pdf = read_fixture("invoice-scan.pdf")?;
     println!("bench-ocr: {} rounds, courrier {}", opts.rounds, opts.courrier.display());
+    if opts.bomb_only {
+        return bomb_vs_page(opts, &server, &scan_pdf);
+    }
 
     let (api_ms, cli_ms) = compare(
         opts.rounds,
@@ -240,6 +257,119 @@ fn run(opts: &Options) -> Result<(), String> {
         opts.seconds,
         opts.clients,
         pages as f64 * 60.0 / opts.seconds as f64
+    );
+    bomb_vs_page(opts, &server, &scan_pdf)
+}
+
+/// A PDF of `pages` pages from raw bytes (as `tests/src/pdf_bombs.rs` builds it), each drawing the
+/// image `/Im0` over the whole page: `image_dict` its stream dictionary's entries, `data` its bytes.
+fn pdf_drawing_an_image(pages: usize, image_dict: &str, data: &[u8]) -> Vec<u8> {
+    let stream = |dict: &str, data: &[u8]| {
+        let mut o = format!("<<{dict}/Length {}>>stream\n", data.len()).into_bytes();
+        o.extend_from_slice(data);
+        o.extend_from_slice(b"\nendstream");
+        o
+    };
+    let kids: Vec<String> = (0..pages).map(|i| format!("{} 0 R", 5 + i)).collect();
+    let mut objects = vec![
+        b"<</Type/Catalog/Pages 2 0 R>>".to_vec(),
+        format!("<</Type/Pages/Kids[{}]/Count {pages}>>", kids.join(" ")).into_bytes(),
+        stream("", b"q 595 0 0 842 0 0 cm /Im0 Do Q"),
+        stream(image_dict, data),
+    ];
+    for _ in 0..pages {
+        objects.push(
+            b"<</Type/Page/Parent 2 0 R/MediaBox[0 0 595 842]/Resources<</XObject<</Im0 4 0 R>>>>/Contents 3 0 R>>"
+                .to_vec(),
+        );
+    }
+    let mut out = b"%PDF-1.4\n".to_vec();
+    let mut offsets = Vec::new();
+    for (i, o) in objects.iter().enumerate() {
+        offsets.push(out.len());
+        out.extend_from_slice(format!("{} 0 obj\n", i + 1).as_bytes());
+        out.extend_from_slice(o);
+        out.extend_from_slice(b"\nendobj\n");
+    }
+    let xref = out.len();
+    out.extend_from_slice(format!("xref\n0 {}\n0000000000 65535 f \n", objects.len() + 1).as_bytes());
+    for o in offsets {
+        out.extend_from_slice(format!("{o:010} 00000 n \n").as_bytes());
+    }
+    out.extend_from_slice(
+        format!("trailer\n<</Size {}/Root 1 0 R>>\nstartxref\n{xref}\n%%EOF\n", objects.len() + 1).as_bytes(),
+    );
+    out
+}
+
+/// The bomb of issue 16: each page draws one gray image declared 100,000 x 100,000 pixels (16 bytes
+/// of data); poppler took 13-14 s a page on it before the pixel budget.
+fn bomb(pages: usize) -> Vec<u8> {
+    let image = "/Type/XObject/Subtype/Image/Width 100000/Height 100000/ColorSpace/DeviceGray/BitsPerComponent 8";
+    pdf_drawing_an_image(pages, image, &[0u8; 16])
+}
+
+/// The upload is refused with 422 `document_too_complex`.
+fn refused(server: &Courrier, file: &[u8]) -> Result<(), String> {
+    let (status, body) = upload(server, file, "default")?;
+    let text = String::from_utf8_lossy(&body);
+    if status != 422 || !text.contains("document_too_complex") {
+        return Err(format!("POST /api/ocrs of a bomb answered {status}: {}", &text[..text.len().min(300)]));
+    }
+    Ok(())
+}
+
+/// The bombs (one page, five pages) against the honest scanned page, alternating round by round
+/// after one warm-up each; a line per round, then the medians and the ratios.
+fn bomb_vs_page(opts: &Options, server: &Courrier, page: &[u8]) -> Result<(), String> {
+    let (one, five) = (bomb(1), bomb(5));
+    println!(
+        "bomb vs page: `POST /api/ocrs` (lang=fr, profile=invoice) of fixtures/ocr/invoice-scan.pdf ({} bytes, \
+         answered 200 with its text) against bombs of 1 page ({} bytes) and 5 pages ({} bytes), each answered 422 \
+         document_too_complex; load average {}",
+        page.len(),
+        one.len(),
+        five.len(),
+        courrier_benches::loadavg()
+    );
+    // The honest page, then each bomb, in every round.
+    let runs: [Box<dyn Fn() -> Result<f64, String> + '_>; 3] = [
+        Box::new(|| timed(|| api(server, page, "default", "Total TTC"))),
+        Box::new(|| timed(|| refused(server, &one))),
+        Box::new(|| timed(|| refused(server, &five))),
+    ];
+    for run in &runs {
+        run()?;
+    }
+    let mut times: [Vec<f64>; 3] = Default::default();
+    println!("| round | page | bomb 1 page | bomb 5 pages | ratio bomb 1/page | ratio bomb 5/page |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    for round in 1..=opts.rounds {
+        let mut row = [0.0; 3];
+        for (i, run) in runs.iter().enumerate() {
+            row[i] = run()?;
+            times[i].push(row[i]);
+        }
+        println!(
+            "| {round} | {:.0} ms | {:.1} ms | {:.1} ms | {:.4} | {:.4} |",
+            row[0],
+            row[1],
+            row[2],
+            row[1] / row[0],
+            row[2] / row[0]
+        );
+    }
+    let [page_ms, one_ms, five_ms] = times.map(median);
+    println!(
+        "| **median** | **{page_ms:.0} ms** | **{one_ms:.1} ms** | **{five_ms:.1} ms** | **{:.4}** | **{:.4}** |",
+        one_ms / page_ms,
+        five_ms / page_ms
+    );
+    println!(
+        "bomb refused in {one_ms:.1} ms (1 page) and {five_ms:.1} ms (5 pages), the honest page processed in \
+         {page_ms:.0} ms: ratios {:.4} and {:.4}",
+        one_ms / page_ms,
+        five_ms / page_ms
     );
     Ok(())
 }
