@@ -12,6 +12,7 @@
 //! Each measurement is the median of `--rounds` runs, the two sides alternating. Results go to
 //! BENCHMARKS.md; `--smoke` runs everything once (CI runs it so this cannot rot).
 
+use courrier_benches::pdf::bomb;
 use courrier_benches::{Server, create_api_key, create_bench_user, free_port, median, serve_command, sibling};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -259,54 +260,6 @@ fn run(opts: &Options) -> Result<(), String> {
         pages as f64 * 60.0 / opts.seconds as f64
     );
     bomb_vs_page(opts, &server, &scan_pdf)
-}
-
-/// A PDF of `pages` pages from raw bytes (as `tests/src/pdf_bombs.rs` builds it), each drawing the
-/// image `/Im0` over the whole page: `image_dict` its stream dictionary's entries, `data` its bytes.
-fn pdf_drawing_an_image(pages: usize, image_dict: &str, data: &[u8]) -> Vec<u8> {
-    let stream = |dict: &str, data: &[u8]| {
-        let mut o = format!("<<{dict}/Length {}>>stream\n", data.len()).into_bytes();
-        o.extend_from_slice(data);
-        o.extend_from_slice(b"\nendstream");
-        o
-    };
-    let kids: Vec<String> = (0..pages).map(|i| format!("{} 0 R", 5 + i)).collect();
-    let mut objects = vec![
-        b"<</Type/Catalog/Pages 2 0 R>>".to_vec(),
-        format!("<</Type/Pages/Kids[{}]/Count {pages}>>", kids.join(" ")).into_bytes(),
-        stream("", b"q 595 0 0 842 0 0 cm /Im0 Do Q"),
-        stream(image_dict, data),
-    ];
-    for _ in 0..pages {
-        objects.push(
-            b"<</Type/Page/Parent 2 0 R/MediaBox[0 0 595 842]/Resources<</XObject<</Im0 4 0 R>>>>/Contents 3 0 R>>"
-                .to_vec(),
-        );
-    }
-    let mut out = b"%PDF-1.4\n".to_vec();
-    let mut offsets = Vec::new();
-    for (i, o) in objects.iter().enumerate() {
-        offsets.push(out.len());
-        out.extend_from_slice(format!("{} 0 obj\n", i + 1).as_bytes());
-        out.extend_from_slice(o);
-        out.extend_from_slice(b"\nendobj\n");
-    }
-    let xref = out.len();
-    out.extend_from_slice(format!("xref\n0 {}\n0000000000 65535 f \n", objects.len() + 1).as_bytes());
-    for o in offsets {
-        out.extend_from_slice(format!("{o:010} 00000 n \n").as_bytes());
-    }
-    out.extend_from_slice(
-        format!("trailer\n<</Size {}/Root 1 0 R>>\nstartxref\n{xref}\n%%EOF\n", objects.len() + 1).as_bytes(),
-    );
-    out
-}
-
-/// The bomb of issue 16: each page draws one gray image declared 100,000 x 100,000 pixels (16 bytes
-/// of data); poppler took 13-14 s a page on it before the pixel budget.
-fn bomb(pages: usize) -> Vec<u8> {
-    let image = "/Type/XObject/Subtype/Image/Width 100000/Height 100000/ColorSpace/DeviceGray/BitsPerComponent 8";
-    pdf_drawing_an_image(pages, image, &[0u8; 16])
 }
 
 /// The upload is refused with 422 `document_too_complex`.
