@@ -3,22 +3,13 @@
 //! set by `courrier ocr plan`). Over quota, uploads and cuts answer 429 until the month turns.
 
 use super::Service;
+pub use super::model::MonthUsage;
 use crate::access::model::{User, UserId};
 use crate::access::principal::{RequestCtx, audit_done};
 use crate::access::{AccessError, Principal};
 use crate::kernel::{Code, CoreError, EmailAddress, Timestamp};
 use crate::ocr::ports::Tx;
 use crate::storage::{StoreError, in_read, in_write};
-
-/// What one user did in one month.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct MonthUsage {
-    /// `YYYY-MM`.
-    pub month: String,
-    pub documents: u64,
-    pub pages: u64,
-    pub cuts: u64,
-}
 
 /// A user's plan: `default` or `custom` (set for that user), and its pages per month (0: no
 /// limit).
