@@ -227,6 +227,30 @@ fn each_context_s_records_and_port_name_no_rule_file() {
     }
 }
 
+/// One rule, one function: no `x` beside an `x_in` that does the same inside the caller's
+/// transaction (a check takes whatever it runs against: `mailing::within::Within`,
+/// `access::principal::AuditSink`).
+#[test]
+fn no_rule_has_a_twin_for_inside_a_transaction() {
+    let root = workspace_root();
+    let mut names = std::collections::BTreeSet::new();
+    for file in rust_files(&root.join("core/src")) {
+        let code = code_of(&file);
+        for (i, _) in code.match_indices("fn ") {
+            let name: String = code[i + 3..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+            let rest = &code[i + 3 + name.len()..];
+            // A twin for inside a transaction takes one: `tx: &mut dyn Tx`, `tx: &mut X`.
+            let signature = &rest[..rest.find('{').unwrap_or(rest.len())];
+            if rest.starts_with(['(', '<']) && (!name.ends_with("_in") || signature.contains("tx:")) {
+                names.insert(name);
+            }
+        }
+    }
+    let twins: Vec<&String> =
+        names.iter().filter(|n| n.strip_suffix("_in").is_some_and(|base| names.contains(base))).collect();
+    assert!(twins.is_empty(), "functions with an `_in` twin: {twins:?}");
+}
+
 /// The service locator is gone: each context's operations take that context's service, and no
 /// struct of core gathers every port again.
 #[test]

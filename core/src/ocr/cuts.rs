@@ -203,7 +203,7 @@ pub fn learned_zones(
 ) -> Result<Option<(Supplier, Vec<LearnedZone>)>, StoreError> {
     let facts = Facts { vat_number: vat.and_then(VatNumber::parse), name: name.map(str::to_owned), ..Facts::default() };
     in_read(&*app.store, |tx| {
-        let Some(supplier) = suppliers::find_in(tx, &facts)? else { return Ok(None) };
+        let Some(supplier) = suppliers::matching(tx, &facts)? else { return Ok(None) };
         let zones = tx.supplier_zones(supplier.id)?;
         Ok(Some((supplier, zones)))
     })

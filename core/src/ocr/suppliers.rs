@@ -37,7 +37,7 @@ fn clean(s: &str, max: usize) -> String {
 }
 
 /// The supplier these facts are about: by VAT number first (the strongest key), else by name.
-pub fn find_in(tx: &mut dyn Tx, facts: &Facts) -> Result<Option<Supplier>, StoreError> {
+pub fn matching(tx: &mut dyn Tx, facts: &Facts) -> Result<Option<Supplier>, StoreError> {
     if let Some(vat) = &facts.vat_number
         && let Some(s) = tx.supplier_by_vat(vat)?
     {
@@ -56,7 +56,7 @@ pub fn learn(tx: &mut dyn Tx, facts: &Facts, source: Source, now: Timestamp) -> 
     if !facts.identifies() {
         return Ok(None);
     }
-    let existing = find_in(tx, facts)?;
+    let existing = matching(tx, facts)?;
     let mut s = existing.clone().unwrap_or(Supplier {
         id: SupplierId::from_stored(0),
         vat_number: None,
