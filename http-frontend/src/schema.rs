@@ -238,6 +238,7 @@ pub const AUDIT_ENTRY: Schema = Schema(|| {
             "request_id": { "type": "string" },
             "actor_user_id": nullable("integer"),
             "actor_key_id": nullable("integer"),
+            "actor_member_id": nullable("integer"),
             "action": { "type": "string" },
             "target": { "type": "string" },
             "outcome": { "type": "string", "enum": ["done", "forbidden", "not_found"] }
