@@ -18,5 +18,6 @@ mod sends;
 mod shutdown;
 mod slow_clients;
 mod smtp;
+mod subscribers;
 mod tidy;
 mod webhooks;

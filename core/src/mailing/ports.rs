@@ -12,10 +12,7 @@ use crate::kernel::{Page, Paged};
 use crate::storage::StoreError;
 
 /// One transaction of the mailing context. Dropped without `commit`, it rolls back.
-pub trait Tx:
-    crate::access::ports::Tx + MailingRepo + IdempotencyRepo + SendRepo + WebhookRepo + SelfServiceRepo
-{
-}
+pub trait Tx: crate::access::ports::Tx + MailingRepo + IdempotencyRepo + SendRepo + WebhookRepo + MeRepo {}
 
 /// The database as the mailing context sees it.
 pub type Store = dyn crate::storage::Store<dyn Tx>;
@@ -291,7 +288,7 @@ pub struct SubscriptionRecord {
 }
 
 /// Subscriber self-service: login links, sessions, and an address's subscriptions across lists.
-pub trait SelfServiceRepo {
+pub trait MeRepo {
     fn insert_login_link(
         &mut self,
         token_hash: &str,

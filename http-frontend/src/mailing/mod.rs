@@ -7,6 +7,7 @@ mod export;
 mod idempotency;
 mod import;
 mod lists;
+pub(crate) mod me;
 mod members;
 pub(crate) mod pages;
 mod sends;

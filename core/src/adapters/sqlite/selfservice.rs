@@ -3,9 +3,7 @@ use super::mailing::{MEMBER_COLUMNS, member_row};
 use super::{SqliteTx, map_err, paged};
 use crate::kernel::{EmailAddress, Page, Paged, Timestamp};
 use crate::mailing::model::MemberStatus;
-use crate::mailing::ports::{
-    LoginLinkRecord, MailingRepo, SelfServiceRepo, SubscriberSessionRecord, SubscriptionRecord,
-};
+use crate::mailing::ports::{LoginLinkRecord, MailingRepo, MeRepo, SubscriberSessionRecord, SubscriptionRecord};
 use crate::storage::StoreError;
 use rusqlite::types::Value;
 use rusqlite::{OptionalExtension, params};
@@ -15,7 +13,7 @@ fn address(raw: &str) -> rusqlite::Result<EmailAddress> {
     EmailAddress::parse(raw).map_err(|_| corrupt("email", raw))
 }
 
-impl SelfServiceRepo for SqliteTx {
+impl MeRepo for SqliteTx {
     fn insert_login_link(
         &mut self,
         token_hash: &str,
