@@ -161,6 +161,7 @@ pub fn all() -> impl Iterator<Item = &'static Route> {
         .chain(crate::mailing::webhooks::ROUTES)
         .chain(crate::mailing::me::ROUTES)
         .chain(crate::mailing::pages::ROUTES)
+        .chain(crate::mailing::me_pages::ROUTES)
         .chain(crate::ocr::ROUTES)
 }
 

@@ -218,3 +218,205 @@ fn the_public_url_over_https_makes_the_subscriber_cookie_secure() {
     assert_eq!(resp.status, 200, "{}", resp.body);
     assert!(resp.header("set-cookie").unwrap().contains("; Secure"), "{:?}", resp.header("set-cookie"));
 }
+
+/// A form posted as a browser posts it, the answer read raw (a redirect is not followed): the
+/// status, the head as sent, and the body.
+fn post_form(app: &TestApp, path: &str, cookie: Option<&str>, form: &str, lang: &str) -> (u16, String, String) {
+    let cookie = cookie.map(|c| format!("Cookie: {c}\r\n")).unwrap_or_default();
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: {}\r\n{cookie}Accept-Language: {lang}\r\nContent-Type: application/x-www-form-urlencoded\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{form}",
+        app.addr,
+        form.len()
+    );
+    let raw = courrier_tests::harness::raw_exchange(app.addr, request.as_bytes(), Duration::from_secs(10));
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, head.to_owned(), body.to_owned())
+}
+
+fn page_with(app: &TestApp, path: &str, cookie: Option<&str>, lang: &str) -> Resp {
+    let mut headers = vec![("accept-language", lang.to_owned())];
+    if let Some(c) = cookie {
+        headers.push(("cookie", c.to_owned()));
+    }
+    call(app, "GET", path, &headers, None)
+}
+
+/// The value of the hidden `csrf_token` field of a page.
+fn csrf_of(html: &str) -> String {
+    let at = html.find("name=\"csrf_token\" value=\"").expect("a CSRF field") + "name=\"csrf_token\" value=\"".len();
+    html[at..].chars().take_while(|c| *c != '"').collect()
+}
+
+fn form_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[test]
+fn a_subscriber_manages_subscriptions_on_p_me_with_plain_forms() {
+    let sink = SmtpSink::start();
+    let (app, key) = setup(&sink);
+    let (news, other) = (list_id(&app.core, "example.org", "news"), list_id(&app.core, "example.org", "other"));
+
+    let first = page_with(&app, "/p/me", None, "fr-FR,fr;q=0.9");
+    assert_eq!(first.status, 200);
+    assert!(
+        first.body.contains("<html lang=\"fr\">") && first.body.contains("<title>Vos abonnements"),
+        "{}",
+        first.body
+    );
+    assert!(first.body.contains("<label for=\"email\">"), "a labelled control: {}", first.body);
+    let (status, _, body) = post_form(&app, "/p/me", None, "email=sub%40example.net", "en");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("Check your mail"), "{body}");
+    let (status, _, body) = post_form(&app, "/p/me", None, "email=nobody%40example.net", "en");
+    assert_eq!(status, 200, "the same page for an unknown address: {body}");
+    let (status, _, _) = post_form(&app, "/p/me", None, "email=not+an+address", "en");
+    assert_eq!(status, 422);
+
+    let path = link_path(&sink.wait_for(1, Duration::from_secs(10))[0], "/p/me/login/");
+    let shown = page_with(&app, &path, None, "en");
+    assert_eq!(shown.status, 200);
+    assert!(shown.body.contains("<form method=\"post\">"), "{}", shown.body);
+    // The GET opened nothing: the link still works once.
+    let (status, head, _) = post_form(&app, &path, None, "", "en");
+    assert_eq!(status, 303, "{head}");
+    assert!(head.to_lowercase().contains("location: /p/me"), "{head}");
+    let set_cookie =
+        head.lines().find(|l| l.to_lowercase().starts_with("set-cookie: svc_subscriber=")).expect("the session cookie");
+    assert!(set_cookie.contains("HttpOnly") && set_cookie.contains("SameSite=Lax"), "{set_cookie}");
+    let cookie = set_cookie["set-cookie: ".len()..].split(';').next().unwrap().to_owned();
+    assert_eq!(post_form(&app, &path, None, "", "en").0, 404, "the link works once");
+
+    // The page lists the subscriptions with their forms, from the session's token.
+    let listing = page_with(&app, "/p/me", Some(&cookie), "en");
+    assert_eq!(listing.status, 200);
+    assert!(
+        listing.body.contains("news@example.org") && listing.body.contains("other@example.org"),
+        "{}",
+        listing.body
+    );
+    assert!(!listing.body.contains("private@example.org"));
+    let csrf = csrf_of(&listing.body);
+
+    let mode_path = format!("/p/me/subscriptions/{news}");
+    let (status, _, _) = post_form(&app, &mode_path, Some(&cookie), "csrf_token=wrong&delivery_mode=digest", "en");
+    assert_eq!(status, 403, "a form from elsewhere");
+    let (status, head, _) =
+        post_form(&app, &mode_path, Some(&cookie), &format!("csrf_token={csrf}&delivery_mode=digest"), "en");
+    assert_eq!((status, head.to_lowercase().contains("location: /p/me")), (303, true), "{head}");
+    let m =
+        call(&app, "GET", "/api/v1/domains/example.org/lists/news/members/sub%40example.net", &[bearer(&key)], None);
+    assert_eq!(m.json()["data"]["delivery_mode"], "digest");
+    let (status, _, _) =
+        post_form(&app, &mode_path, Some(&cookie), &format!("csrf_token={csrf}&delivery_mode=weekly"), "en");
+    assert_eq!(status, 422);
+    let (status, _, _) = post_form(
+        &app,
+        "/p/me/subscriptions/abc",
+        Some(&cookie),
+        &format!("csrf_token={csrf}&delivery_mode=digest"),
+        "en",
+    );
+    assert_eq!(status, 404);
+    let private = list_id(&app.core, "example.org", "private");
+    let (status, _, _) = post_form(
+        &app,
+        &format!("/p/me/subscriptions/{private}/unsubscribe"),
+        Some(&cookie),
+        &format!("csrf_token={csrf}"),
+        "en",
+    );
+    assert_eq!(status, 404, "another address's list");
+
+    let (status, _, _) = post_form(
+        &app,
+        &format!("/p/me/subscriptions/{other}/unsubscribe"),
+        Some(&cookie),
+        &format!("csrf_token={csrf}"),
+        "en",
+    );
+    assert_eq!(status, 303);
+    assert_eq!(events(&app.core, EventName::MemberRemoved).len(), 1);
+    let listing = page_with(&app, "/p/me", Some(&cookie), "en");
+    assert!(!listing.body.contains("other@example.org") && listing.body.contains("selected"), "{}", listing.body);
+
+    let (status, head, _) =
+        post_form(&app, "/p/me/logout", Some(&cookie), &format!("csrf_token={}", form_encode(&csrf)), "en");
+    assert_eq!(status, 303);
+    assert!(head.contains("Max-Age=0"), "{head}");
+    let after = page_with(&app, "/p/me", Some(&cookie), "en");
+    assert!(after.body.contains("name=\"email\"") && !after.body.contains("news@example.org"), "signed out");
+}
+
+#[test]
+fn the_public_form_mails_a_confirmation_first_then_follows_the_lists_policy() {
+    let sink = SmtpSink::start();
+    let app = TestApp::spawn_with(&[("COURRIER_SMTP_URL", &sink.url()), ("COURRIER_MAIL_FROM", "lists@example.org")]);
+    let admin = make_user(&app.core, "admin@example.org", &[Role::SiteAdmin]);
+    let key = make_key(&app.core, &admin, KeyScope::User, &Perm::ALL, Some(100_000));
+    make_list(&app.core, "example.org", "open", "admin@example.org", SubscriptionPolicy::Open);
+    make_list(&app.core, "example.org", "held", "admin@example.org", SubscriptionPolicy::Moderate);
+    make_list(&app.core, "example.org", "shut", "admin@example.org", SubscriptionPolicy::Closed);
+
+    for missing in ["/p/subscribe/example.org/shut", "/p/subscribe/example.org/nope", "/p/subscribe/nope.org/open"] {
+        let r = page_with(&app, missing, None, "en");
+        assert_eq!(r.status, 404, "{missing}");
+        assert!(r.body.starts_with("<!DOCTYPE html>"), "an HTML page, not JSON: {}", r.body);
+        assert_eq!(post_form(&app, missing, None, "email=a%40example.net", "en").0, 404);
+    }
+    let form = page_with(&app, "/p/subscribe/example.org/open", None, "fr");
+    assert_eq!(form.status, 200);
+    assert!(form.body.contains("lang=\"fr\"") && form.body.contains("<label for=\"name\">"), "{}", form.body);
+
+    let member = |l: &str| {
+        call(
+            &app,
+            "GET",
+            &format!("/api/v1/domains/example.org/lists/{l}/members/new%40example.net"),
+            &[bearer(&key)],
+            None,
+        )
+        .json()["data"]
+            .clone()
+    };
+    for (n, (list, after)) in [("open", "active"), ("held", "pending")].into_iter().enumerate() {
+        let (status, _, body) = post_form(
+            &app,
+            &format!("/p/subscribe/example.org/{list}"),
+            None,
+            "email=new%40example.net&name=Ann+%3Cb%3E",
+            "en",
+        );
+        assert_eq!(status, 200, "{body}");
+        let mail = sink.wait_for(n + 1, Duration::from_secs(10)).remove(n);
+        assert!(mail.contains(&format!("{list}@example.org")), "{mail}");
+        let m = member(list);
+        assert_eq!((m["status"].as_str(), m["display_name"].as_str()), (Some("pending"), Some("Ann <b>")), "{m}");
+        let confirm = link_path(&mail, "/p/confirm/");
+        assert_eq!(app.client.request("POST", &confirm, &[], Some(b"")).status, 200);
+        let m = member(list);
+        assert_eq!(
+            (m["status"].as_str(), m["consent_source"].as_str()),
+            (Some(after), Some("double_opt_in")),
+            "{list}: {m}"
+        );
+    }
+    let pending =
+        call(&app, "GET", "/api/v1/domains/example.org/lists/held/moderation/subscriptions", &[bearer(&key)], None);
+    if pending.status == 200 {
+        assert_eq!(pending.json()["meta"]["total"], 1, "held for a moderator: {}", pending.body);
+    }
+    // The form's limits are the login link's: three an hour for one address.
+    let (status, _, _) = post_form(&app, "/p/subscribe/example.org/open", None, "email=new%40example.net", "en");
+    assert_eq!(status, 200);
+    let (status, head, _) = post_form(&app, "/p/subscribe/example.org/open", None, "email=new%40example.net", "en");
+    assert_eq!(status, 429, "{head}");
+    assert!(head.to_lowercase().contains("retry-after:"), "{head}");
+}
