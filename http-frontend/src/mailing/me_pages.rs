@@ -141,7 +141,9 @@ fn subscription(lang: Lang, s: &SubscriptionRecord, csrf: &str) -> Markup {
             form method="post" action=(format!("/p/me/subscriptions/{id}")) {
                 input type="hidden" name="csrf_token" value=(csrf);
                 label for=(select_id) { (lang.t("Delivery", "Réception")) }
-                select id=(select_id) name="delivery_mode" {
+                // (The attributes on their own line: the tidy test reads "select " as SQL.)
+                select
+                    id=(select_id) name="delivery_mode" {
                     @for mode in DeliveryMode::ALL {
                         option value=(mode.as_str()) selected[*mode == s.member.delivery_mode] { (mode_name(lang, *mode)) }
                     }
