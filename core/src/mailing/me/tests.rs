@@ -134,3 +134,37 @@ fn mutations_need_the_sessions_csrf_token_and_logout_ends_it() {
     logout(&w.app, &opened.token).unwrap();
     assert!(is_unauthenticated(authenticate(&w.app, &opened.token, Some(&csrf), false)));
 }
+
+/// A request for a link from `source` (the HTTP frontend passes the peer's address).
+fn from(source: &str) -> RequestCtx {
+    RequestCtx { source: Some(source.to_owned()), ..RequestCtx::cli() }
+}
+
+fn retry_after(r: Result<(), MailingError>) -> Option<u64> {
+    match r {
+        Err(MailingError::Access(AccessError::RateLimited { retry_after })) => Some(retry_after),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_source_gets_twenty_links_an_hour_even_five_a_minute_apart() {
+    let w = world();
+    let source = from("203.0.113.7");
+    let mut n = 0;
+    // Four minutes of five requests each (new addresses: the address's own limit stays out of it).
+    for _ in 0..4 {
+        for _ in 0..5 {
+            n += 1;
+            take_link_request(&w.app, &source, &format!("a{n}@example.net")).unwrap();
+        }
+        w.clock.advance_secs(61);
+    }
+    // The minute is fresh, the hour is full: refused until the first request's hour has passed.
+    let wait = retry_after(take_link_request(&w.app, &source, "late@example.net")).unwrap();
+    assert!(wait > 60 && wait <= 3600, "the hour's window, not the minute's: {wait}");
+    // Another source is not held back by this one.
+    take_link_request(&w.app, &from("203.0.113.8"), "other@example.net").unwrap();
+    w.clock.advance_secs(i64::try_from(wait).unwrap());
+    take_link_request(&w.app, &source, "late@example.net").unwrap();
+}
