@@ -112,6 +112,7 @@ pub fn currency(s: &str) -> Option<(String, usize)> {
         ("SEK", "SEK"),
         ("DKK", "DKK"),
         ("PLN", "PLN"),
+        ("zł", "PLN"),
         ("CAD", "CAD"),
         ("JPY", "JPY"),
     ];

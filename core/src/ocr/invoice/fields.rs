@@ -2,7 +2,7 @@
 //! its right on the same row, then the cells below it. Each value found is a candidate with a
 //! score (the label's sureness times the place's, times the reading confidence).
 
-use super::labels::{Key, LABELS};
+use super::labels::Key;
 use super::layout::Layout;
 use super::text::{find_word, fold, original_offset};
 
@@ -31,7 +31,7 @@ pub fn labels(layout: &Layout) -> Vec<LabelHit> {
         for (c, cell) in row.cells.iter().enumerate() {
             let folded = fold(&cell.text);
             let mut found: Vec<(usize, usize, Key, f32)> = Vec::new();
-            for &(label, key, weight) in LABELS {
+            for &(label, key, weight) in super::vocabulary::labels() {
                 for at in find_word(&folded, label) {
                     found.push((at, at + label.len(), key, weight));
                 }
@@ -138,7 +138,7 @@ pub fn candidates<T>(
 fn below_allowed(key: Key, weight: f32) -> bool {
     match key {
         Key::Gross | Key::Net | Key::Tax | Key::Payable | Key::Shipping | Key::EcoTax | Key::Exempt => weight >= 0.9,
-        Key::InvoiceNumber | Key::Date | Key::DueDate | Key::Customer => true,
+        Key::InvoiceNumber | Key::Date | Key::DueDate | Key::Customer | Key::CarryOver => true,
     }
 }
 
@@ -176,18 +176,21 @@ pub fn best<T: Clone>(cands: &[Candidate<T>]) -> Option<Candidate<T>> {
 }
 
 /// An invoice number: the first token with a digit, 3 to 30 characters of letters, digits and
-/// `-/_.#`, that is neither a date nor an amount.
+/// `-/_.#`, that is neither a date nor an amount. Before it, the rest of a label is passed over:
+/// a document-type code in parentheses ("Rechnung (380) Nr."), "Nr.", "VAT" ("Faktura VAT nr").
 pub fn invoice_number(s: &str) -> Option<String> {
     let s = s.trim_start_matches([':', '.', ',', ' ', '-', '°', 'º']);
     for (i, token) in s.split_whitespace().enumerate() {
-        if i > 2 {
+        if i > 4 {
             break;
         }
         let folded = fold(token);
+        let word = folded.trim().trim_end_matches([':', '.']);
         if matches!(
-            folded.trim().trim_end_matches([':', '.']),
-            "n" | "no" | "nr" | "nummer" | "numero" | "number" | "#" | "du" | "vom" | "del" | "of"
-        ) {
+            word,
+            "n" | "no" | "nr" | "nummer" | "numero" | "number" | "#" | "du" | "vom" | "del" | "of" | "vat" | "de" | "nro"
+        ) || (token.starts_with('(') && token.trim_end_matches([':', '.']).ends_with(')'))
+        {
             continue;
         }
         let t = token.trim_matches(|c: char| matches!(c, ':' | ',' | ';' | '(' | ')'));
@@ -242,5 +245,8 @@ mod tests {
         assert_eq!(invoice_number("à régler par virement"), None);
         assert_eq!(invoice_number("13/11/2017"), None);
         assert_eq!(invoice_number("120,00"), None);
+        assert_eq!(invoice_number(" (380) Nr. RE-2026-11920").as_deref(), Some("RE-2026-11920"));
+        assert_eq!(invoice_number(" VAT nr FV/12/03/2026").as_deref(), Some("FV/12/03/2026"));
+        assert_eq!(invoice_number(" (TD01) n. 86802/2026").as_deref(), Some("86802/2026"));
     }
 }
