@@ -139,9 +139,10 @@ mod tests {
         let party = |r: usize, c: usize| party_at(&b, r, layout.rows[r].cells[c].left);
         assert_eq!(party(1, 0), Some(Party::Seller));
         assert_eq!(party(1, 1), None, "the invoice's details beside the seller");
+        // Blank lines make no rows: row 4 is "Nabywca: ... Odbiorca:".
+        assert_eq!(party(5, 0), Some(Party::Buyer));
+        assert_eq!(party(5, 1), Some(Party::Delivery));
         assert_eq!(party(6, 0), Some(Party::Buyer));
-        assert_eq!(party(6, 1), Some(Party::Delivery));
-        assert_eq!(party(7, 0), Some(Party::Buyer));
         let last = layout.rows.len() - 1;
         assert_eq!(party(last, 0), None, "the table is no one's block");
         assert_eq!(party_label("Customer No.: 4711"), None);

@@ -115,8 +115,18 @@ pub fn day_order(text: &str) -> Option<DayOrder> {
     }
 }
 
+/// A month name the engine split after its capital ("J uli", "M ärz").
+static SPLIT_CAPITAL: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\b(\p{Lu}) (\p{Ll}{2,})").expect("regex"));
+
 /// Every date in `s`, in order of position.
 pub fn find_all(s: &str, order: DayOrder) -> Vec<(usize, Date)> {
+    let joined;
+    let s = if SPLIT_CAPITAL.is_match(s) {
+        joined = SPLIT_CAPITAL.replace_all(s, "$1$2");
+        joined.as_ref()
+    } else {
+        s
+    };
     let mut out = Vec::new();
     for c in ISO.captures_iter(s) {
         let m = c.get(1).map_or(0, |m| m.start());
@@ -205,5 +215,6 @@ mod tests {
         check("Fecha: 3 de octubre de 2026", DayFirst, Some("2026-10-03"));
         check("Vervaldatum: 2 mrt. 2026", DayFirst, Some("2026-03-02"));
         check("Datum: 23-02-2026", DayFirst, Some("2026-02-23"));
+        check("Belegdatum: 5. J uli 2026", DayFirst, Some("2026-07-05"));
     }
 }

@@ -133,7 +133,7 @@ pub fn iban(layout: &Layout) -> Option<Found<String>> {
 
 static POSTCODE_CITY: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
-        r"^(?:([A-Z]{1,2})-)?(\d{4,5}|\d{2}-\d{3}|[A-Z]{1,2}\d[A-Z\d]? ?\d[A-Z]{2}|\d{4} ?[A-Z]{2})\s+([\p{L}][\p{L}' .-]{1,40})$",
+        r"^(?:([A-Z]{1,2})-)?(\d{4} ?[A-Z]{2}|\d{4,5}|\d{2}-\d{3}|[A-Z]{1,2}\d[A-Z\d]? ?\d[A-Z]{2})\s+([\p{L}][\p{L}' .-]{1,40})$",
     )
     .expect("regex")
 });
@@ -313,8 +313,13 @@ pub fn identity(
     let cell = &layout.rows[r].cells[c];
     let mut parts: Vec<String> = cell.text.split(" - ").skip(1).map(|s| s.trim().to_owned()).collect();
     if parts.is_empty() {
-        for below in layout.rows.iter().skip(r + 1).take(4) {
+        // The block's next lines in the name's column: other columns' rows may come between
+        // them (a details block beside the letterhead), another block's label ends them.
+        for below in layout.rows.iter().skip(r + 1).take(8) {
             if let Some(b) = below.cells.iter().find(|b| b.left < cell.right && b.right > cell.left) {
+                if blocks::party_label(&b.text).is_some() || parts.len() == 4 {
+                    break;
+                }
                 parts.push(b.text.trim().to_owned());
             }
         }
