@@ -196,7 +196,9 @@ fn scanned_invoice_label_is_the_documents_title_not_a_caption() {
 #[test]
 fn scanned_company_details_come_from_the_supplier_block() {
     let h = Held::new("details@example.org");
-    for name in ["de-footer-scan200.jpg", "fr-footer-scan200.jpg", "it-footer-scan200.jpg"] {
+    // The seller's block top left, the invoice's details beside it on rows of their own: the
+    // address lines are not on the rows right under the name.
+    for name in ["de-blocks-scan150.jpg", "fr-blocks-scan150.jpg", "it-blocks-scan150.jpg", "nl-blocks-scan150.jpg"] {
         let (meta, truth) = h.read(name);
         let details = &meta["company_details"];
         for field in ["adresse", "cp", "ville"] {
