@@ -30,6 +30,8 @@ SETS = [
     ("invoice2data compare set", "invoice2data", ".pdf"),
     ("generated text PDFs", "generated", ".pdf"),
     ("generated scans and photos", "generated", ".jpg"),
+    # The ZUGFeRD corpus's pages through the text path, their XML removed (its fields are the truth).
+    ("ZUGFeRD corpus pages as text, XML removed", "zugferd-text", ".pdf"),
     # Issue 17's European set (fixtures/invoices/europe.py): developed on dev, reported on held-out.
     ("Europe dev, text PDFs", "europe/dev", ".pdf"),
     ("Europe dev, scans", "europe/dev", ".jpg"),

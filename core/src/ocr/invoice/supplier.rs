@@ -237,8 +237,10 @@ pub fn identity(
             || customer_cells.iter().any(|&(cr, l, right)| r >= cr && r <= cr + 4 && left >= l - 20 && left < right)
     };
     let mut name: Option<(usize, usize, String, f32)> = None;
-    // The seller's own block, when labelled: its first line with letters.
+    // The seller's own block, when labelled: its line with a legal form, else its first line of
+    // words (not "Nummer : 12345676" nor "GLN 4333741000005 Lief-Nr: 549910").
     if let Some(b) = found.iter().find(|b| b.party == Party::Seller) {
+        let mut first: Option<(usize, usize, String, f32)> = None;
         'seller: for r in b.first..=b.last {
             for (c, cell) in layout.rows[r].cells.iter().enumerate() {
                 if !b.contains(r, cell.left) {
@@ -249,11 +251,20 @@ pub fn identity(
                 } else {
                     cell.text.trim().to_owned()
                 };
-                if text.chars().filter(|ch| ch.is_alphabetic()).count() >= 3 && !never_a_name(&text) {
+                let letters = text.chars().filter(|ch| ch.is_alphabetic()).count();
+                let digits = text.chars().filter(|ch| ch.is_ascii_digit()).count();
+                if letters < 3 || digits * 2 >= letters || text.contains(':') || never_a_name(&text) {
+                    continue;
+                }
+                if has_legal_form(&text) {
                     name = Some((r, c, company_name(&text), 0.9 * cell.confidence.max(0.5)));
                     break 'seller;
                 }
+                first.get_or_insert((r, c, company_name(&text), 0.7 * cell.confidence.max(0.5)));
             }
+        }
+        if name.is_none() {
+            name = first;
         }
     }
     'rows: for (r, row) in layout.rows.iter().enumerate().take(120) {

@@ -1,11 +1,11 @@
 //! Date labels beyond [`crate::ocr::invoice::labels::LABELS`]: Dutch, Spanish, Polish, and more
-//! German, Italian and English forms.
+//! German, Italian and English forms. The dates of delivery or service ("Leistungsdatum", "Data
+//! sprzedaży", "tax point") are not the invoice's date and are left out on purpose.
 
 use crate::ocr::invoice::labels::Key;
 
 pub const LABELS: &[(&str, Key, f32)] = &[
     ("belegdatum", Key::Date, 1.0),
-    ("leistungsdatum", Key::Date, 0.5),
     ("factuur datum", Key::Date, 1.0),
     ("fecha", Key::Date, 0.6),
     ("fecha de factura", Key::Date, 1.0),
@@ -14,9 +14,7 @@ pub const LABELS: &[(&str, Key, f32)] = &[
     ("fecha emision", Key::Date, 1.0),
     ("data wystawienia", Key::Date, 1.0),
     ("data faktury", Key::Date, 1.0),
-    ("data sprzedazy", Key::Date, 0.5),
     ("data di emissione", Key::Date, 1.0),
-    ("tax point", Key::Date, 0.8),
     ("date d'emission", Key::Date, 1.0),
     // Due dates.
     ("te betalen voor", Key::DueDate, 1.0),
