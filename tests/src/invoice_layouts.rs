@@ -39,7 +39,12 @@ fn amount(v: &Value) -> f64 {
 
 fn same_amount(meta: &Value, truth: &Value, field: &str, name: &str) {
     let (got, want) = (amount(&meta[field]), amount(&truth["meta"][field]));
-    assert!((got.abs() - want.abs()).abs() < 0.005, "{name} {field}: got {}, want {}", meta[field], truth["meta"][field]);
+    assert!(
+        (got.abs() - want.abs()).abs() < 0.005,
+        "{name} {field}: got {}, want {}",
+        meta[field],
+        truth["meta"][field]
+    );
 }
 
 fn letters(s: &str) -> String {
@@ -115,7 +120,11 @@ fn supplier_name_is_never_a_tagline_a_page_header_or_opening_hours() {
             let (meta, truth) = h.read(&name);
             let got = letters(meta["supplier_name"].as_str().unwrap_or_default());
             let want = letters(truth["meta"]["supplier_name"].as_str().unwrap());
-            assert!(!got.is_empty() && (got.contains(&want) || want.contains(&got)), "{name}: {}", meta["supplier_name"]);
+            assert!(
+                !got.is_empty() && (got.contains(&want) || want.contains(&got)),
+                "{name}: {}",
+                meta["supplier_name"]
+            );
         }
     }
 }
@@ -147,7 +156,10 @@ fn credit_note_never_gives_the_buyers_vat_number_as_the_suppliers() {
     for lang in ["fr", "nl", "it", "en", "es", "pl"] {
         let name = format!("{lang}-credit.pdf");
         let (meta, truth) = h.read(&name);
-        assert_ne!(letters(meta["supplier_numtva"].as_str().unwrap()), letters(truth["never"]["supplier_numtva"].as_str().unwrap()));
+        assert_ne!(
+            letters(meta["supplier_numtva"].as_str().unwrap()),
+            letters(truth["never"]["supplier_numtva"].as_str().unwrap())
+        );
         assert_eq!(meta["supplier_numtva"], truth["meta"]["supplier_numtva"], "{name}");
     }
 }

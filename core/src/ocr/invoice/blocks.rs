@@ -81,7 +81,8 @@ pub fn blocks(layout: &Layout) -> Vec<Block> {
                 if below.top - bottom > 3 * line {
                     break;
                 }
-                let here: Vec<&super::layout::Cell> = below.cells.iter().filter(|x| block.contains(k, x.left)).collect();
+                let here: Vec<&super::layout::Cell> =
+                    below.cells.iter().filter(|x| block.contains(k, x.left)).collect();
                 if here.iter().any(|x| party_label(&x.text).is_some()) {
                     break;
                 }

@@ -61,9 +61,8 @@ static DAY_MONTH_YEAR: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)(?:^|[^\d])(\d{1,2})(?:er|st|nd|rd|th)?\.?\s*(?:de\s+)?(\p{L}{3,12})\.?,?\s+(?:de\s+)?(\d{4})")
         .expect("regex")
 });
-static MONTH_DAY_YEAR: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)(\p{L}{3,12})\.?\s+(\d{1,2})(?:st|nd|rd|th)?\s?,?\s+(\d{4})").expect("regex")
-});
+static MONTH_DAY_YEAR: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?i)(\p{L}{3,12})\.?\s+(\d{1,2})(?:st|nd|rd|th)?\s?,?\s+(\d{4})").expect("regex"));
 
 /// The month a name means, in fr/de/nl/it/en/es/pl (full or abbreviated, accents optional;
 /// Polish in the nominative and the genitive).
@@ -74,7 +73,10 @@ fn month(name: &str) -> Option<u32> {
             "janvier", "janv", "jan", "januar", "jaenner", "janner", "gennaio", "genn", "gen", "january", "januari",
             "enero", "ene", "styczen", "stycznia", "sty",
         ],
-        &["fevrier", "fevr", "fev", "februar", "feb", "febbraio", "febr", "february", "februari", "febrero", "luty", "lutego", "lut"],
+        &[
+            "fevrier", "fevr", "fev", "februar", "feb", "febbraio", "febr", "february", "februari", "febrero", "luty",
+            "lutego", "lut",
+        ],
         &["mars", "mar", "maerz", "marz", "marzo", "march", "maart", "mrt", "marzec", "marca"],
         &["avril", "avr", "april", "apr", "aprile", "abril", "abr", "kwiecien", "kwietnia", "kwi"],
         &["mai", "maggio", "mag", "may", "mei", "mayo", "maj", "maja"],
@@ -82,12 +84,46 @@ fn month(name: &str) -> Option<u32> {
         &["juillet", "juil", "juli", "jul", "luglio", "lug", "july", "julio", "lipiec", "lipca", "lip"],
         &["aout", "august", "aug", "agosto", "ago", "augustus", "sierpien", "sierpnia", "sie"],
         &[
-            "septembre", "sept", "sep", "september", "settembre", "sett", "set", "septiembre", "setiembre", "wrzesien",
-            "wrzesnia", "wrz",
+            "septembre",
+            "sept",
+            "sep",
+            "september",
+            "settembre",
+            "sett",
+            "set",
+            "septiembre",
+            "setiembre",
+            "wrzesien",
+            "wrzesnia",
+            "wrz",
         ],
-        &["octobre", "oct", "oktober", "okt", "ottobre", "ott", "october", "octubre", "pazdziernik", "pazdziernika", "paz"],
+        &[
+            "octobre",
+            "oct",
+            "oktober",
+            "okt",
+            "ottobre",
+            "ott",
+            "october",
+            "octubre",
+            "pazdziernik",
+            "pazdziernika",
+            "paz",
+        ],
         &["novembre", "nov", "november", "noviembre", "listopad", "listopada", "lis"],
-        &["decembre", "dec", "dezember", "dez", "dicembre", "dic", "december", "diciembre", "grudzien", "grudnia", "gru"],
+        &[
+            "decembre",
+            "dec",
+            "dezember",
+            "dez",
+            "dicembre",
+            "dic",
+            "december",
+            "diciembre",
+            "grudzien",
+            "grudnia",
+            "gru",
+        ],
     ];
     MONTHS.iter().position(|names| names.contains(&n.as_str())).map(|i| i as u32 + 1)
 }

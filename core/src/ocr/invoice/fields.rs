@@ -49,7 +49,14 @@ pub fn labels(layout: &Layout) -> Vec<LabelHit> {
             kept.sort_by_key(|k| k.0);
             for (start, end, key, weight) in kept {
                 let opens_cell = folded[..start].trim().is_empty();
-                hits.push(LabelHit { key, weight, row: r, cell: c, value_at: original_offset(&cell.text, end), opens_cell });
+                hits.push(LabelHit {
+                    key,
+                    weight,
+                    row: r,
+                    cell: c,
+                    value_at: original_offset(&cell.text, end),
+                    opens_cell,
+                });
             }
         }
     }
@@ -103,7 +110,9 @@ pub fn candidates<T>(
         // under an unreadable "Belegdatum:").
         let labelled_elsewhere = |r: usize, c: usize| {
             hits.iter().any(|h| {
-                h.row == r && h.cell == c && (h.value_at == 0 || (is_date_key(key) && h.opens_cell && is_date_key(h.key)))
+                h.row == r
+                    && h.cell == c
+                    && (h.value_at == 0 || (is_date_key(key) && h.opens_cell && is_date_key(h.key)))
             })
         };
         // A date the engine cut in two cells ("Fällig am: 22." | "August 2026").
@@ -112,7 +121,11 @@ pub fn candidates<T>(
             && let Some(right) = row.cells.get(hit.cell + 1)
             && let Some(v) = parse(&format!("{rest} {}", right.text))
         {
-            out.push(Candidate { value: v, score: hit.weight * RIGHT[0] * cell.confidence.min(right.confidence), row: hit.row });
+            out.push(Candidate {
+                value: v,
+                score: hit.weight * RIGHT[0] * cell.confidence.min(right.confidence),
+                row: hit.row,
+            });
             continue;
         }
         let mut found = false;
@@ -212,7 +225,19 @@ pub fn invoice_number(s: &str) -> Option<String> {
         let word = folded.trim().trim_end_matches([':', '.']);
         if matches!(
             word,
-            "n" | "no" | "nr" | "nummer" | "numero" | "number" | "#" | "du" | "vom" | "del" | "of" | "vat" | "de" | "nro"
+            "n" | "no"
+                | "nr"
+                | "nummer"
+                | "numero"
+                | "number"
+                | "#"
+                | "du"
+                | "vom"
+                | "del"
+                | "of"
+                | "vat"
+                | "de"
+                | "nro"
         ) || (token.starts_with('(') && token.trim_end_matches([':', '.']).ends_with(')'))
         {
             continue;

@@ -116,14 +116,7 @@ pub fn lines(layout: &Layout, hits: &[LabelHit]) -> Vec<Product> {
             }
             _ => (None, first.text.clone()),
         };
-        out.push(Product {
-            reference,
-            label,
-            qty,
-            unit_price,
-            total_ht: Some(total),
-            tax_value,
-        });
+        out.push(Product { reference, label, qty, unit_price, total_ht: Some(total), tax_value });
     }
     out.truncate(200);
     out

@@ -6,10 +6,10 @@
 use super::blocks::{self, Block, Party};
 use super::labels::Key;
 use super::layout::Layout;
-use super::vocabulary::parties::{BUYER, DELIVERY, LEGAL_FORMS, NOT_A_NAME, TAGLINE, TITLES};
 use super::meta::{CompanyDetails, Found};
 use super::text::{find_word, fold};
 use super::vat::VatNumber;
+use super::vocabulary::parties::{BUYER, DELIVERY, LEGAL_FORMS, NOT_A_NAME, TAGLINE, TITLES};
 use super::{fields::LabelHit, iban, siret, vat};
 use regex::Regex;
 use std::sync::LazyLock;
@@ -77,9 +77,10 @@ pub fn vat_number(layout: &Layout, hits: &[LabelHit], found: &[Block]) -> Option
                     continue;
                 }
                 let folded = fold(&context);
-                let is_labelled = ["tva", "vat", "ust", "iva", "mwst", "btw", "tax", "nip", "cif", "nif", "umsatzsteuer"]
-                    .iter()
-                    .any(|w| folded.contains(w));
+                let is_labelled =
+                    ["tva", "vat", "ust", "iva", "mwst", "btw", "tax", "nip", "cif", "nif", "umsatzsteuer"]
+                        .iter()
+                        .any(|w| folded.contains(w));
                 let conf = row.confidence().max(0.5);
                 if blocks::party_at(found, r, cell.left) == Some(Party::Seller) {
                     return Some(Found::new(v, 0.95 * conf));
@@ -176,8 +177,9 @@ fn never_a_name(s: &str) -> bool {
     !has_legal_form(s) && (TAGLINE.iter().any(|w| !find_word(&f, w).is_empty()) || f.contains(", "))
 }
 
-static HOURS: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"\b\d{1,2}(?:[:.h]\d{2})?\s?(?:-|–|bis|a|to)\s?\d{1,2}(?:[:.h]\d{2})\b").expect("regex"));
+static HOURS: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\b\d{1,2}(?:[:.h]\d{2})?\s?(?:-|–|bis|a|to)\s?\d{1,2}(?:[:.h]\d{2})\b").expect("regex")
+});
 
 /// The country a name means (fr/de/it/en), as ISO code.
 fn country_code(name: &str) -> Option<&'static str> {

@@ -239,8 +239,16 @@ pub fn find_all(s: &str) -> Vec<(usize, VatNumber)> {
 
 /// National tax numbers printed without their country code, by the label before them: the
 /// Polish NIP, the Spanish CIF/NIF, the Italian partita IVA. (folded label, country.)
-const NATIONAL: &[(&str, &str)] =
-    &[("nip", "PL"), ("cif", "ES"), ("nif", "ES"), ("n.i.f", "ES"), ("nif-iva", "ES"), ("p.iva", "IT"), ("p. iva", "IT"), ("partita iva", "IT")];
+const NATIONAL: &[(&str, &str)] = &[
+    ("nip", "PL"),
+    ("cif", "ES"),
+    ("nif", "ES"),
+    ("n.i.f", "ES"),
+    ("nif-iva", "ES"),
+    ("p.iva", "IT"),
+    ("p. iva", "IT"),
+    ("partita iva", "IT"),
+];
 
 static NATIONAL_NUMBER: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"\b([A-Z]?\d(?:[ .-]?\d){6,10}[A-Z0-9]?)\b").expect("regex"));
@@ -313,8 +321,14 @@ mod tests {
         let nip = find_national("NIP: 123-456-32-18");
         assert_eq!(nip.iter().map(|v| v.1.as_str()).collect::<Vec<_>>(), ["PL1234563218"]);
         assert!(find_national("NIP: 123-456-32-17").is_empty(), "a NIP whose check fails");
-        assert_eq!(find_national("CIF: A12345674").first().map(|v| v.1.as_str().to_owned()).as_deref(), Some("ESA12345674"));
-        assert_eq!(find_national("P.IVA: 00743110157").first().map(|v| v.1.as_str().to_owned()).as_deref(), Some("IT00743110157"));
+        assert_eq!(
+            find_national("CIF: A12345674").first().map(|v| v.1.as_str().to_owned()).as_deref(),
+            Some("ESA12345674")
+        );
+        assert_eq!(
+            find_national("P.IVA: 00743110157").first().map(|v| v.1.as_str().to_owned()).as_deref(),
+            Some("IT00743110157")
+        );
         assert!(find_national("Tel. 123-456-32-18").is_empty(), "no label, no country");
     }
 }
