@@ -8,6 +8,7 @@ mod dns_check;
 mod einvoices;
 mod envelopes;
 mod extraction;
+mod invoice_layouts;
 mod invoices;
 mod members;
 mod ocr;
