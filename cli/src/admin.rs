@@ -317,7 +317,8 @@ pub fn role(config: &Config, cmd: RoleCommand, json: bool) -> Result<(), CliErro
             let app = wire(config, crate::build_info())?.access;
             let (user, _) = account(&app, &address)?;
             let grants = roles::list(&app, &p, &ctx, user.id)?;
-            let doc = json!({ "user_id": user.id.get(), "items": grants.iter().map(views::role_grant).collect::<Vec<_>>() });
+            let doc =
+                json!({ "user_id": user.id.get(), "items": grants.iter().map(views::role_grant).collect::<Vec<_>>() });
             let rows = grants
                 .iter()
                 .map(|g| {
@@ -387,7 +388,15 @@ pub fn apikey(config: &Config, cmd: ApiKeyCommand, json: bool) -> Result<(), Cli
                         (None, Some(at)) => format!("expires {}", at.to_rfc3339()),
                         (None, None) => "active".to_owned(),
                     };
-                    vec![k.id.to_string(), k.user_id.to_string(), k.name.clone(), k.prefix.clone(), scope, perms.join(","), state]
+                    vec![
+                        k.id.to_string(),
+                        k.user_id.to_string(),
+                        k.name.clone(),
+                        k.prefix.clone(),
+                        scope,
+                        perms.join(","),
+                        state,
+                    ]
                 })
                 .collect();
             let headers = ["ID", "USER", "NAME", "PREFIX", "SCOPE", "PERMS", "STATE"];
@@ -407,7 +416,8 @@ pub fn apikey(config: &Config, cmd: ApiKeyCommand, json: bool) -> Result<(), Cli
 fn time(field: &str, raw: Option<&str>) -> Result<Option<Timestamp>, CliError> {
     raw.map(|v| {
         let full = if v.len() == 10 { format!("{v}T00:00:00Z") } else { v.to_owned() };
-        Timestamp::parse_rfc3339(&full).ok_or_else(|| invalid(format!("{field} must be an RFC 3339 date or time, got {v:?}")))
+        Timestamp::parse_rfc3339(&full)
+            .ok_or_else(|| invalid(format!("{field} must be an RFC 3339 date or time, got {v:?}")))
     })
     .transpose()
 }

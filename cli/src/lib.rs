@@ -119,7 +119,8 @@ pub fn command() -> clap::Command {
     for (area, names) in AREAS {
         areas.push_str(&format!("{area}:\n"));
         for name in *names {
-            let about = cmd.find_subcommand(name).and_then(|c| c.get_about()).map(|a| a.to_string()).unwrap_or_default();
+            let about =
+                cmd.find_subcommand(name).and_then(|c| c.get_about()).map(|a| a.to_string()).unwrap_or_default();
             let about = about.lines().next().unwrap_or_default().to_owned();
             areas.push_str(&format!("  {name:<width$}  {about}\n"));
         }
@@ -141,12 +142,16 @@ pub fn main_with_args() -> ExitCode {
         Err(e) => {
             use clap::error::ErrorKind as K;
             let value = matches!(e.kind(), K::InvalidValue | K::ValueValidation);
-            let usage = !matches!(e.kind(), K::DisplayHelp | K::DisplayVersion | K::DisplayHelpOnMissingArgumentOrSubcommand);
+            let usage =
+                !matches!(e.kind(), K::DisplayHelp | K::DisplayVersion | K::DisplayHelpOnMissingArgumentOrSubcommand);
             if json && usage {
                 let message = e.kind().as_str().unwrap_or("usage error").to_owned();
                 let detail = e.to_string();
                 let first = detail.lines().next().unwrap_or(&message).trim_start_matches("error: ");
-                eprintln!("{}", serde_json::json!({ "error": { "code": if value { "validation_failed" } else { "usage" }, "message": first } }));
+                eprintln!(
+                    "{}",
+                    serde_json::json!({ "error": { "code": if value { "validation_failed" } else { "usage" }, "message": first } })
+                );
             } else {
                 let _ = e.print();
             }

@@ -267,8 +267,10 @@ fn policy(field: &str, raw: Option<&str>) -> Result<Option<SubscriptionPolicy>, 
 }
 
 fn number(field: &str, raw: Option<&str>) -> Result<Option<u32>, CliError> {
-    raw.map(|v| v.trim().parse::<u32>().map_err(|_| invalid(format!("{field} must be a non-negative integer, got {v:?}"))))
-        .transpose()
+    raw.map(|v| {
+        v.trim().parse::<u32>().map_err(|_| invalid(format!("{field} must be a non-negative integer, got {v:?}")))
+    })
+    .transpose()
 }
 
 fn domain_text(d: &Domain) -> String {
@@ -634,7 +636,9 @@ pub fn members(config: &Config, cmd: MembersCommand, json: bool) -> Result<(), C
             bar.finish_and_clear();
             if let Some(path) = &output {
                 let doc = json!({ "list": exp.list().address(), "rows": rows, "bytes": bytes, "output": path });
-                emit(json, &doc, || format!("{rows} members of {} written to {}", exp.list().address(), path.display()));
+                emit(json, &doc, || {
+                    format!("{rows} members of {} written to {}", exp.list().address(), path.display())
+                });
             }
             Ok(())
         }
@@ -665,7 +669,10 @@ pub fn digests(config: &Config, cmd: DigestsCommand, json: bool) -> Result<(), C
         built
             .iter()
             .map(|b| {
-                format!("{}: digest of {} posts queued for {} members (send {})", b.list_address, b.posts, b.recipients, b.send_id)
+                format!(
+                    "{}: digest of {} posts queued for {} members (send {})",
+                    b.list_address, b.posts, b.recipients, b.send_id
+                )
             })
             .collect::<Vec<_>>()
             .join("\n")

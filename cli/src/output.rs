@@ -55,7 +55,12 @@ pub fn id(what: &str, raw: &str) -> Result<i64, CliError> {
 }
 
 /// An enum value by its wire name, refused with the names it may take.
-pub fn wire<T>(field: &str, raw: Option<&str>, parse: fn(&str) -> Option<T>, names: &[&str]) -> Result<Option<T>, CliError> {
+pub fn wire<T>(
+    field: &str,
+    raw: Option<&str>,
+    parse: fn(&str) -> Option<T>,
+    names: &[&str],
+) -> Result<Option<T>, CliError> {
     raw.map(|v| parse(v).ok_or_else(|| invalid(format!("{field} {v:?} is not one of {}", names.join(", ")))))
         .transpose()
 }

@@ -351,7 +351,8 @@ mod tests {
         users::create(&app.access, &p, &ctx, new_user).unwrap();
         for (domain, list) in [("a.example", "news"), ("a.example", "jobs"), ("b.example", "news")] {
             let d = DomainName::parse(domain).unwrap();
-            let req = domains::NewDomainRequest { name: d.clone(), dkim_selector: None, default_subscription_policy: None };
+            let req =
+                domains::NewDomainRequest { name: d.clone(), dkim_selector: None, default_subscription_policy: None };
             let _ = domains::create(&app, &p, &ctx, req);
             let new = NewList {
                 name: ListName::parse(list).unwrap(),

@@ -424,8 +424,13 @@ mod tests {
         let (p, ctx) = (Principal::operator(), RequestCtx::cli());
         let (d, l) = (DomainName::parse("example.org").unwrap(), ListName::parse("news").unwrap());
         let owner = EmailAddress::parse("owner@example.org").unwrap();
-        users::create(&app.access, &p, &ctx, NewUser { email: owner.clone(), profile: Default::default(), password: None })
-            .unwrap();
+        users::create(
+            &app.access,
+            &p,
+            &ctx,
+            NewUser { email: owner.clone(), profile: Default::default(), password: None },
+        )
+        .unwrap();
         let req = domains::NewDomainRequest { name: d.clone(), dkim_selector: None, default_subscription_policy: None };
         domains::create(&app, &p, &ctx, req).unwrap();
         let new = lists::NewList {
