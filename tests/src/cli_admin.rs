@@ -176,7 +176,12 @@ fn steps() -> Vec<Step> {
         }),
         step("apikey revoke {bobs_key}", |_, api, vars| {
             let keys = api.get("/api/v1/apikeys");
-            let key = keys.as_array().unwrap().iter().find(|k| k["id"].to_string() == vars["bobs_key"]).unwrap();
+            let key = keys
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|k| vars["bobs_key"].parse::<i64>().ok() == k["id"].as_i64())
+                .unwrap();
             assert!(key["revoked_at"].is_string(), "{key}");
         }),
         step("member add --domain example.org --list news --email ann@example.net --name Ann", |out, api, vars| {
