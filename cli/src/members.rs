@@ -64,7 +64,8 @@ pub enum DomainCommand {
     },
     /// Change a domain: its state, DKIM selector (a new one makes a new key; "" clears it) or the
     /// policy of its new lists.
-    Update {
+    #[command(name = "update")]
+    Change {
         #[command(flatten)]
         domain: DomainArg,
         #[arg(long)]
@@ -144,7 +145,8 @@ pub enum ListCommand {
         list: ListArgs,
     },
     /// Change a list's name or policies (only the options given).
-    Update {
+    #[command(name = "update")]
+    Change {
         #[command(flatten)]
         list: ListArgs,
         #[command(flatten)]
@@ -333,7 +335,7 @@ pub fn domain(config: &Config, cmd: DomainCommand, json: bool) -> Result<(), Cli
             let d = domains::get(&app, &p, &ctx, &name)?;
             emit(json, &views::domain(&d), || domain_text(&d));
         }
-        DomainCommand::Update { domain, status, dkim_selector, default_subscription_policy } => {
+        DomainCommand::Change { domain, status, dkim_selector, default_subscription_policy } => {
             let name = domain.parse()?;
             let patch = domains::DomainPatch {
                 status: wire("status", status.as_deref(), DomainStatus::parse, &DomainStatus::names())?,
@@ -445,7 +447,7 @@ pub fn list(config: &Config, cmd: ListCommand, json: bool) -> Result<(), CliErro
             let found = lists::get(&app, &p, &ctx, &d, &l)?;
             emit(json, &views::list_detail(&found), || list_text(&found));
         }
-        ListCommand::Update { list, policies: a } => {
+        ListCommand::Change { list, policies: a } => {
             let (d, l) = list.names()?;
             let patch = lists::ListPatch {
                 display_name: a.display_name,
