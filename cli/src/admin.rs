@@ -439,11 +439,12 @@ pub fn audit(config: &Config, args: AuditArgs, json: bool) -> Result<(), CliErro
         .items
         .iter()
         .map(|e| {
-            let who = match (e.actor.user_id, e.actor.key_id) {
-                (Some(u), Some(k)) => format!("user {u} key {k}"),
-                (Some(u), None) => format!("user {u}"),
-                (None, _) if e.request_id == "cli" => "cli".to_owned(),
-                (None, _) => "-".to_owned(),
+            let who = match (e.actor.user_id, e.actor.key_id, e.actor.member_id) {
+                (Some(u), Some(k), _) => format!("user {u} key {k}"),
+                (Some(u), None, _) => format!("user {u}"),
+                (None, _, Some(m)) => format!("member {m}"),
+                (None, _, None) if e.request_id == "cli" => "cli".to_owned(),
+                (None, _, None) => "-".to_owned(),
             };
             vec![
                 e.at.to_rfc3339(),
