@@ -105,6 +105,7 @@ impl crate::ocr::engine::OcrEngine for ScriptedEngine {
         &self,
         _image: &crate::ocr::engine::GrayImage,
         _lang: crate::ocr::engine::Language,
+        _lines: crate::ocr::engine::Lines,
     ) -> Result<String, crate::ocr::engine::EngineError> {
         Ok(self.0.clone())
     }
@@ -115,7 +116,7 @@ impl crate::ocr::engine::OcrEngine for ScriptedEngine {
         lang: crate::ocr::engine::Language,
         _layout: crate::ocr::engine::Segmentation,
     ) -> Result<String, crate::ocr::engine::EngineError> {
-        self.recognize(image, lang)
+        self.recognize(image, lang, crate::ocr::engine::Lines::Across)
     }
 
     fn ready(&self) -> Result<(), crate::ocr::engine::EngineError> {
