@@ -26,6 +26,12 @@ pub enum UserCommand {
         #[arg(long)]
         site_admin: bool,
     },
+    /// Delete an account with its roles, keys and sessions, and its OCR documents (files
+    /// included) and usage.
+    Delete {
+        #[arg(long)]
+        email: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -74,7 +80,10 @@ fn print(json: bool, doc: &serde_json::Value, text: &str) {
 }
 
 pub fn user(config: &Config, cmd: UserCommand, json: bool) -> Result<(), CliError> {
-    let UserCommand::Create { email, name, password_stdin, site_admin } = cmd;
+    let (email, name, password_stdin, site_admin) = match cmd {
+        UserCommand::Create { email, name, password_stdin, site_admin } => (email, name, password_stdin, site_admin),
+        UserCommand::Delete { email } => return delete_user(config, &email, json),
+    };
     let email = EmailAddress::parse(email.trim())?;
     let password = if password_stdin {
         let mut line = String::new();
@@ -105,6 +114,19 @@ pub fn user(config: &Config, cmd: UserCommand, json: bool) -> Result<(), CliErro
         text.push_str("; site_admin");
     }
     print(json, &doc, &text);
+    Ok(())
+}
+
+fn delete_user(config: &Config, email: &str, json: bool) -> Result<(), CliError> {
+    let email = EmailAddress::parse(email.trim())?;
+    let app = wire(config, crate::build_info())?.access;
+    let (user, _) = users::by_email(&app, &email)?;
+    users::delete(&app, &Principal::operator(), &RequestCtx::cli(), user.id)?;
+    print(
+        json,
+        &serde_json::json!({ "id": user.id.get(), "email": user.email.to_string(), "deleted": true }),
+        &format!("deleted user {} ({})", user.id, user.email),
+    );
     Ok(())
 }
 

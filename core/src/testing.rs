@@ -174,6 +174,11 @@ impl crate::ocr::blobs::BlobStore for MemoryBlobs {
         blobs.get(id.as_str()).cloned().ok_or_else(|| crate::ocr::blobs::BlobError::Missing(id.as_str().to_owned()))
     }
 
+    fn delete(&self, id: &crate::ocr::blobs::BlobId) -> Result<(), crate::ocr::blobs::BlobError> {
+        self.0.lock().expect("poisoned").remove(id.as_str());
+        Ok(())
+    }
+
     fn ready(&self) -> Result<(), crate::ocr::blobs::BlobError> {
         Ok(())
     }

@@ -39,8 +39,14 @@ struct Options {
 }
 
 fn main() -> ExitCode {
-    let mut opts =
-        Options { courrier: default_courrier(), rounds: 7, clients: 4, seconds: 60, bomb_only: false, pages_only: false };
+    let mut opts = Options {
+        courrier: default_courrier(),
+        rounds: 7,
+        clients: 4,
+        seconds: 60,
+        bomb_only: false,
+        pages_only: false,
+    };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
@@ -229,9 +235,7 @@ fn pages_vs_cli(opts: &Options, server: &Courrier) -> Result<(), String> {
     let mut breakdowns = Vec::new();
     for page in &pages {
         let path = page.path.display().to_string();
-        let cli = || {
-            timed(|| tool("tesseract", &[&path, "-", "-l", page.tesseract], &page.expect))
-        };
+        let cli = || timed(|| tool("tesseract", &[&path, "-", "-l", page.tesseract], &page.expect));
         timed_upload(server, &page.jpeg, page.lang, &page.expect)?;
         timed_upload(server, &page.pdf, page.lang, &page.expect)?;
         cli()?;
@@ -258,7 +262,9 @@ fn pages_vs_cli(opts: &Options, server: &Courrier) -> Result<(), String> {
         println!("| {lang} | {kind} | {api_ms:.0} ms | {cli_ms:.0} ms | **{:.2}** |", api_ms / cli_ms);
     }
     println!("where the server's time went (medians, ms; http+queue = the client's time minus the server's total):");
-    println!("| page | upload | decode | render | deskew | engine | extract | store | server total | http+queue | client |");
+    println!(
+        "| page | upload | decode | render | deskew | engine | extract | store | server total | http+queue | client |"
+    );
     println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (lang, kind, client, s) in &breakdowns {
         println!(

@@ -36,6 +36,8 @@ pub struct Service {
     pub settings: Settings,
     pub limiter: limits::Limiter,
     pub key_cache: cache::KeyCache,
+    /// What other contexts keep of a user, deleted with the account (`users::delete`).
+    user_data: std::sync::RwLock<Vec<Arc<dyn ports::UserData>>>,
 }
 
 impl Service {
@@ -45,7 +47,24 @@ impl Service {
         mail: Arc<dyn MailTransport>,
         settings: Settings,
     ) -> Self {
-        Self { store, clock, mail, settings, limiter: Default::default(), key_cache: Default::default() }
+        Self {
+            store,
+            clock,
+            mail,
+            settings,
+            limiter: Default::default(),
+            key_cache: Default::default(),
+            user_data: Default::default(),
+        }
+    }
+
+    /// Registers a holder of user data (the composition root, once per context that keeps some).
+    pub fn hold_user_data(&self, holder: Arc<dyn ports::UserData>) {
+        self.user_data.write().unwrap_or_else(std::sync::PoisonError::into_inner).push(holder);
+    }
+
+    fn user_data_holders(&self) -> Vec<Arc<dyn ports::UserData>> {
+        self.user_data.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 }
 

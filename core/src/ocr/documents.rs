@@ -330,6 +330,9 @@ pub fn submit(app: &Service, p: &Principal, ctx: &RequestCtx, upload: Upload) ->
         }
         Action::OcrFailed => (0, String::new(), None, None, InvoiceMeta::default()),
     };
+    // Held until the record is committed: a retention sweep cannot remove a file with the same
+    // content between its storing and the record naming it (retention.rs).
+    let _storing = super::retention::BLOB_GATE.read().unwrap_or_else(std::sync::PoisonError::into_inner);
     let stored = std::time::Instant::now();
     let blob = app.blobs.put(&upload.bytes)?;
     timings.store += stored.elapsed();

@@ -83,7 +83,6 @@ impl Language {
             Language::English => "English",
         }
     }
-
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
