@@ -11,13 +11,11 @@ pub mod error;
 mod mailing;
 mod ocr;
 pub mod openapi;
-mod pages;
 pub mod query;
 pub mod routes;
 pub mod schema;
 pub mod server;
 mod system;
-mod webhooks;
 
 use axum::RequestExt;
 pub use axum::Router;

@@ -153,8 +153,8 @@ pub fn all() -> impl Iterator<Item = &'static Route> {
         .iter()
         .chain(crate::access::ROUTES)
         .chain(crate::mailing::ROUTES)
-        .chain(crate::webhooks::ROUTES)
-        .chain(crate::pages::ROUTES)
+        .chain(crate::mailing::webhooks::ROUTES)
+        .chain(crate::mailing::pages::ROUTES)
         .chain(crate::ocr::ROUTES)
 }
 

@@ -188,6 +188,69 @@ fn contexts_sit_on_their_floors_and_never_name_each_other() {
     }
 }
 
+/// A context's records (`model.rs`) and its storage port (`ports.rs`) are leaves of that context:
+/// they name its value types and no rule file, so the port and the rules depend on the records and
+/// never on each other (no circle inside a context either). OCR's port modules for the engine,
+/// the blob store and the PDF and image readers hold value types the records carry.
+#[test]
+fn each_context_s_records_and_port_name_no_rule_file() {
+    let root = workspace_root();
+    let leaves: [(&str, &[&str]); 3] = [
+        ("access", &["model", "ports"]),
+        ("mailing", &["model", "ports"]),
+        ("ocr", &["model", "ports", "engine", "blobs", "intake", "pdf", "images"]),
+    ];
+    for (context, allowed) in leaves {
+        for leaf in ["model.rs", "ports.rs"] {
+            let file = root.join("core/src").join(context).join(leaf);
+            let code = code_of(&file);
+            let code = code.split("#[cfg(test)]").next().unwrap_or("");
+            let mut named: Vec<String> = Vec::new();
+            for prefix in ["super::".to_owned(), format!("crate::{context}::")] {
+                for (i, _) in code.match_indices(prefix.as_str()) {
+                    let rest = &code[i + prefix.len()..];
+                    let module: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+                    // `super::Name` (a type of the context's root) starts with a capital.
+                    if module.starts_with(|c: char| c.is_ascii_lowercase()) {
+                        named.push(module);
+                    }
+                }
+            }
+            for module in named {
+                assert!(
+                    allowed.contains(&module.as_str()),
+                    "{} names {context}::{module}, a rule file: records and ports must stay leaves",
+                    rel(&file)
+                );
+            }
+        }
+    }
+}
+
+/// One rule, one function: no `x` beside an `x_in` that does the same inside the caller's
+/// transaction (a check takes whatever it runs against: `mailing::within::Within`,
+/// `access::principal::AuditSink`).
+#[test]
+fn no_rule_has_a_twin_for_inside_a_transaction() {
+    let root = workspace_root();
+    let mut names = std::collections::BTreeSet::new();
+    for file in rust_files(&root.join("core/src")) {
+        let code = code_of(&file);
+        for (i, _) in code.match_indices("fn ") {
+            let name: String = code[i + 3..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+            let rest = &code[i + 3 + name.len()..];
+            // A twin for inside a transaction takes one: `tx: &mut dyn Tx`, `tx: &mut X`.
+            let signature = &rest[..rest.find('{').unwrap_or(rest.len())];
+            if rest.starts_with(['(', '<']) && (!name.ends_with("_in") || signature.contains("tx:")) {
+                names.insert(name);
+            }
+        }
+    }
+    let twins: Vec<&String> =
+        names.iter().filter(|n| n.strip_suffix("_in").is_some_and(|base| names.contains(base))).collect();
+    assert!(twins.is_empty(), "functions with an `_in` twin: {twins:?}");
+}
+
 /// The service locator is gone: each context's operations take that context's service, and no
 /// struct of core gathers every port again.
 #[test]

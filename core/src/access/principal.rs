@@ -161,37 +161,49 @@ impl Principal {
     }
 }
 
-/// Writes the audit entry of a 403 or 404 refusal (401s and 429s are only logged, so a flood of
-/// bad credentials writes nothing), then hands the error back.
-pub fn audited_refusal(
-    app: &Service,
-    p: &Principal,
-    ctx: &RequestCtx,
-    action: &str,
-    target: &str,
-    e: AccessError,
-) -> AccessError {
-    if let Some(entry) = refusal_entry(app.clock.now(), p, ctx, action, target, &e)
-        && let Err(store) = in_write(&*app.store, |tx| tx.append_audit(&entry))
-    {
-        tracing::error!(error = %store, "cannot audit a refusal");
-    }
-    e
+/// Where a refusal's audit entry is written. A check made outside any write (a read, or before a
+/// write starts) audits through the service, in a write of its own; a check made inside a write
+/// transaction audits there, and that transaction's runner keeps the entry when it refuses
+/// ([`crate::storage::in_write_keeping_refusals`]). One rule, whichever the caller holds.
+pub trait AuditSink {
+    fn now(&self) -> Timestamp;
+    fn append_refusal(&mut self, entry: &NewAuditEntry) -> Result<(), crate::storage::StoreError>;
 }
 
-/// [`audited_refusal`] inside the caller's write transaction, which the caller commits even
-/// though it refuses (see [`crate::storage::in_write_keeping_refusals`]).
-pub fn audited_refusal_in(
-    tx: &mut dyn Tx,
-    at: Timestamp,
+impl AuditSink for &Service {
+    fn now(&self) -> Timestamp {
+        self.clock.now()
+    }
+    fn append_refusal(&mut self, entry: &NewAuditEntry) -> Result<(), crate::storage::StoreError> {
+        in_write(&*self.store, |tx| tx.append_audit(entry)).map(|_| ())
+    }
+}
+
+/// A write transaction already open, at the time its rule read from the clock.
+pub struct InTx<'a, X: ?Sized>(pub &'a mut X, pub Timestamp);
+
+impl<X: ?Sized + Tx> AuditSink for InTx<'_, X> {
+    fn now(&self) -> Timestamp {
+        self.1
+    }
+    fn append_refusal(&mut self, entry: &NewAuditEntry) -> Result<(), crate::storage::StoreError> {
+        self.0.append_audit(entry).map(|_| ())
+    }
+}
+
+/// Writes the audit entry of a 403 or 404 refusal (401s and 429s are only logged, so a flood of
+/// bad credentials writes nothing), then hands the error back. A refusal whose entry cannot be
+/// written is still the answer (logged).
+pub fn audited_refusal(
+    mut sink: impl AuditSink,
     p: &Principal,
     ctx: &RequestCtx,
     action: &str,
     target: &str,
     e: AccessError,
 ) -> AccessError {
-    if let Some(entry) = refusal_entry(at, p, ctx, action, target, &e)
-        && let Err(store) = tx.append_audit(&entry)
+    if let Some(entry) = refusal_entry(sink.now(), p, ctx, action, target, &e)
+        && let Err(store) = sink.append_refusal(&entry)
     {
         tracing::error!(error = %store, "cannot audit a refusal");
     }

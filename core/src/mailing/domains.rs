@@ -3,9 +3,10 @@
 
 use super::Service;
 use super::model::{Domain, DomainId, DomainStatus, DomainVisibility, SubscriptionPolicy};
+use super::within::Within;
 use super::{MailingError, dkim};
 use crate::access::model::KeyScope;
-use crate::access::principal::{RequestCtx, audit_done, audited_refusal};
+use crate::access::principal::{AuditSink, RequestCtx, audit_done, audited_refusal};
 use crate::access::{Perm, Principal, Role, Target, Via};
 use crate::kernel::{DomainName, Page, Paged};
 use crate::mailing::ports::NewDomain;
@@ -46,7 +47,7 @@ fn check_selector(s: &str) -> Result<(), MailingError> {
 /// Authorises `need` on the domain and loads it: 404 when it does not exist or lies outside the
 /// caller's reach (never telling which), 403 inside without the permission; refusals audited.
 pub fn authorized(
-    app: &Service,
+    mut on: impl Within,
     p: &Principal,
     ctx: &RequestCtx,
     need: Perm,
@@ -56,53 +57,25 @@ pub fn authorized(
     let found = p
         .authorize(need, &Target::Domain(name), "domain")
         .map_err(MailingError::from)
-        .and_then(|()| in_read(&*app.store, |tx| tx.domain_by_name(name))?.ok_or(MailingError::NotFound("domain")));
-    found.map_err(|e| refuse(app, p, ctx, action, &format!("domain:{name}"), e))
+        .and_then(|()| on.read(|tx| tx.domain_by_name(name))?.ok_or(MailingError::NotFound("domain")));
+    found.map_err(|e| refuse(on, p, ctx, action, &format!("domain:{name}"), e))
 }
 
-/// Audits a 403/404 refusal (other errors pass through untouched).
+/// Audits a 403/404 refusal where `on` says (other errors pass through untouched).
 pub(super) fn refuse(
-    app: &Service,
+    on: impl AuditSink,
     p: &Principal,
     ctx: &RequestCtx,
     action: &str,
     target: &str,
     e: MailingError,
 ) -> MailingError {
-    match e {
-        MailingError::Access(a) => MailingError::Access(audited_refusal(&app.access, p, ctx, action, target, a)),
-        MailingError::NotFound(what) => {
-            let a = audited_refusal(&app.access, p, ctx, action, target, crate::access::AccessError::NotFound(what));
-            MailingError::Access(a)
-        }
-        other => other,
-    }
-}
-
-/// [`refuse`] with the audit entry written in the caller's transaction.
-pub(super) fn refuse_in(
-    tx: &mut dyn crate::mailing::ports::Tx,
-    at: crate::kernel::Timestamp,
-    p: &Principal,
-    ctx: &RequestCtx,
-    action: &str,
-    target: &str,
-    e: MailingError,
-) -> MailingError {
-    use crate::access::principal::audited_refusal_in;
-    match e {
-        MailingError::Access(a) => MailingError::Access(audited_refusal_in(tx, at, p, ctx, action, target, a)),
-        MailingError::NotFound(what) => MailingError::Access(audited_refusal_in(
-            tx,
-            at,
-            p,
-            ctx,
-            action,
-            target,
-            crate::access::AccessError::NotFound(what),
-        )),
-        other => other,
-    }
+    let refused = match e {
+        MailingError::Access(a) => a,
+        MailingError::NotFound(what) => crate::access::AccessError::NotFound(what),
+        other => return other,
+    };
+    MailingError::Access(audited_refusal(on, p, ctx, action, target, refused))
 }
 
 pub fn create(app: &Service, p: &Principal, ctx: &RequestCtx, req: NewDomainRequest) -> Result<Domain, MailingError> {
@@ -116,7 +89,7 @@ pub fn create(app: &Service, p: &Principal, ctx: &RequestCtx, req: NewDomainRequ
             Err(crate::access::AccessError::Forbidden("only a site administrator creates domains".into()))
         }
     });
-    allowed.map_err(|e| MailingError::Access(audited_refusal(&app.access, p, ctx, "domain.create", &target, e)))?;
+    allowed.map_err(|e| MailingError::Access(audited_refusal(&*app.access, p, ctx, "domain.create", &target, e)))?;
     if let Some(s) = &req.dkim_selector {
         check_selector(s)?;
     }

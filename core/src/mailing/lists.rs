@@ -7,6 +7,7 @@ use super::model::{
     DigestFrequency, ListKind, ListPolicies, ListStatus, ListVisibility, MailingList, PostingPolicy, ReplyTo,
     SubscriptionPolicy,
 };
+use super::within::Within;
 use super::{check_text, domains};
 use crate::access::model::KeyScope;
 use crate::access::principal::{RequestCtx, audit_done};
@@ -48,7 +49,7 @@ pub struct ListPatch {
 /// Authorises `need` on the list and loads it (404 unknown or out of reach; 403 without the
 /// permission; refusals audited).
 pub fn authorized(
-    app: &Service,
+    mut on: impl Within,
     p: &Principal,
     ctx: &RequestCtx,
     need: Perm,
@@ -59,28 +60,8 @@ pub fn authorized(
     let found = p
         .authorize(need, &Target::List(domain, name), "list")
         .map_err(MailingError::from)
-        .and_then(|()| in_read(&*app.store, |tx| tx.list_by_name(domain, name))?.ok_or(MailingError::NotFound("list")));
-    found.map_err(|e| domains::refuse(app, p, ctx, action, &format!("list:{name}@{domain}"), e))
-}
-
-/// [`authorized`] inside the caller's write transaction: the list read there, a refusal's audit
-/// entry written there (the caller commits it: [`crate::storage::in_write_keeping_refusals`]).
-#[allow(clippy::too_many_arguments)]
-pub fn authorized_in(
-    tx: &mut dyn Tx,
-    at: crate::kernel::Timestamp,
-    p: &Principal,
-    ctx: &RequestCtx,
-    need: Perm,
-    domain: &DomainName,
-    name: &ListName,
-    action: &str,
-) -> Result<MailingList, MailingError> {
-    let found = p
-        .authorize(need, &Target::List(domain, name), "list")
-        .map_err(MailingError::from)
-        .and_then(|()| tx.list_by_name(domain, name)?.ok_or(MailingError::NotFound("list")));
-    found.map_err(|e| domains::refuse_in(tx, at, p, ctx, action, &format!("list:{name}@{domain}"), e))
+        .and_then(|()| on.read(|tx| tx.list_by_name(domain, name))?.ok_or(MailingError::NotFound("list")));
+    found.map_err(|e| domains::refuse(on, p, ctx, action, &format!("list:{name}@{domain}"), e))
 }
 
 fn check_display_name(s: &str) -> Result<(), MailingError> {

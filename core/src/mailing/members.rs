@@ -9,7 +9,7 @@ use super::model::{
 };
 use super::state::{self, MemberState, Refusal, Trigger};
 use super::{MailingError, check_text, lists, subscriptions};
-use crate::access::principal::{RequestCtx, audit_done};
+use crate::access::principal::{InTx, RequestCtx, audit_done};
 use crate::access::{Perm, Principal};
 use crate::kernel::{DomainName, EmailAddress, EventName, ListName, Page, Paged, Timestamp, parse_positive_id};
 use crate::mailing::ports::Tx;
@@ -182,7 +182,7 @@ pub fn add(
 ) -> Result<Keyed<AddOutcome>, MailingError> {
     let now = app.clock.now();
     let added = idempotency::guarded(app, key, |tx| {
-        let list = lists::authorized_in(tx, now, p, ctx, Perm::MembersWrite, domain, name, "member.add")?;
+        let list = lists::authorized(InTx(&mut *tx, now), p, ctx, Perm::MembersWrite, domain, name, "member.add")?;
         check_add(&req)?;
         let trigger = if req.force { Trigger::AddWithConsent } else { Trigger::Subscribe(effective_policy(&list)) };
         let (outcome, token) = in_nested(tx, |tx| {

@@ -26,6 +26,7 @@ pub mod store_suite;
 pub mod subscriptions;
 pub mod views;
 pub mod webhooks;
+pub mod within;
 
 use crate::access::AccessError;
 use crate::kernel::{Clock, Code, CoreError, MailTransport, NameError, PageError, SendError, Settings};

@@ -8,7 +8,7 @@ use super::idempotency::{self, IdempotentRequest, Keyed};
 use super::lists;
 use super::model::{CopyCounts, DeliveryMode, SendId, SendKind, SendRecord};
 use super::{MailingError, check_text};
-use crate::access::principal::{RequestCtx, audit_done};
+use crate::access::principal::{InTx, RequestCtx, audit_done};
 use crate::access::{Perm, Principal};
 use crate::kernel::{DomainName, EventName, ListName, secrets};
 use crate::mailing::ports::NewSend;
@@ -61,7 +61,7 @@ pub fn submit(
 ) -> Result<Keyed<Submitted>, MailingError> {
     let now = app.clock.now();
     idempotency::guarded(app, key, |tx| {
-        let list = lists::authorized_in(tx, now, p, ctx, Perm::Send, domain, name, "send.submit")?;
+        let list = lists::authorized(InTx(&mut *tx, now), p, ctx, Perm::Send, domain, name, "send.submit")?;
         check(&message, list.policies.max_message_kb)?;
         if list.status == super::model::ListStatus::Archived {
             return Err(MailingError::Conflict("the list is archived: it sends nothing".into()));

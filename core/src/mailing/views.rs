@@ -178,3 +178,19 @@ pub fn dns_check(c: &super::dns_check::DnsCheck) -> Value {
         "records": records,
     })
 }
+
+/// A send and its copies counted by state.
+pub fn send_status(send: &super::model::SendRecord, counts: &super::model::CopyCounts) -> Value {
+    use super::model::CopyState;
+    let by_state: serde_json::Map<String, Value> =
+        CopyState::ALL.iter().map(|s| (s.as_str().to_owned(), json!(counts.get(*s)))).collect();
+    json!({
+        "id": send.id.get(),
+        "state": send.state.as_str(),
+        "subject": send.subject,
+        "recipients": send.recipients,
+        "counts": by_state,
+        "created_at": send.created_at.to_rfc3339(),
+        "completed_at": send.completed_at.map(|t| t.to_rfc3339()),
+    })
+}

@@ -198,7 +198,7 @@ pub fn create(app: &Service, p: &Principal, ctx: &RequestCtx, req: NewWebhookReq
             }
         });
         allowed.map_err(|e| {
-            MailingError::Access(audited_refusal(&app.access, p, ctx, "webhook.create", "creator scope", e))
+            MailingError::Access(audited_refusal(&*app.access, p, ctx, "webhook.create", "creator scope", e))
         })?;
     }
     let found = in_read(&*app.store, |tx| scope_of(tx, domain_filter, list_filter))?;
@@ -208,7 +208,7 @@ pub fn create(app: &Service, p: &Principal, ctx: &RequestCtx, req: NewWebhookReq
         None => Err(AccessError::NotFound(if list_filter.is_some() { "list" } else { "domain" })),
         Some((scope, _)) => p.authorize(Perm::Manage, &scope.target(), "webhook scope"),
     };
-    allowed.map_err(|e| MailingError::Access(audited_refusal(&app.access, p, ctx, "webhook.create", &label, e)))?;
+    allowed.map_err(|e| MailingError::Access(audited_refusal(&*app.access, p, ctx, "webhook.create", &label, e)))?;
     let Some((_, domain_id)) = found else { return Err(MailingError::NotFound("domain")) };
     // The guard: HTTPS, resolvable, and only to addresses outside the exclusion list.
     let url = app.egress.check(&req.url)?.normalized();
@@ -287,8 +287,9 @@ fn authorized(
         None => Err(AccessError::NotFound("webhook")),
         Some((w, scope)) => may_manage(p, w, scope),
     };
-    checked
-        .map_err(|e| MailingError::Access(audited_refusal(&app.access, p, ctx, action, &format!("webhook:{id}"), e)))?;
+    checked.map_err(|e| {
+        MailingError::Access(audited_refusal(&*app.access, p, ctx, action, &format!("webhook:{id}"), e))
+    })?;
     found.map(|(w, _)| w).ok_or(MailingError::NotFound("webhook"))
 }
 

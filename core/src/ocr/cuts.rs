@@ -5,12 +5,13 @@
 use super::Service;
 use super::documents::{self, Document, DocumentError};
 use super::engine::{EngineError, Language};
+pub use super::model::LearnedZone;
 use super::suppliers::{self, Facts, Source, Supplier, VatNumber};
 use super::usage::{self, MonthUsage, UsageError};
-use super::zones::{self, MAX_ZONES, PixelRect, Ratio, Zone, ZoneError};
+use super::zones::{self, MAX_ZONES, Ratio, Zone, ZoneError};
 use crate::access::principal::{RequestCtx, audit_done};
 use crate::access::{AccessError, Principal};
-use crate::kernel::{Code, CoreError, Timestamp};
+use crate::kernel::{Code, CoreError};
 use crate::storage::{StoreError, in_read, in_write};
 
 /// What to do with the zones.
@@ -53,18 +54,6 @@ pub enum CutResult {
     Texts(Vec<String>),
     Named(Vec<(String, String)>),
     Confirmed { supplier: Box<Supplier>, zones: usize },
-}
-
-/// A zone remembered for a supplier.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LearnedZone {
-    pub name: String,
-    pub page: u32,
-    /// At image scale (ratio 1).
-    pub rect: PixelRect,
-    pub confirmations: u32,
-    pub last_value: String,
-    pub updated_at: Timestamp,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -214,7 +203,7 @@ pub fn learned_zones(
 ) -> Result<Option<(Supplier, Vec<LearnedZone>)>, StoreError> {
     let facts = Facts { vat_number: vat.and_then(VatNumber::parse), name: name.map(str::to_owned), ..Facts::default() };
     in_read(&*app.store, |tx| {
-        let Some(supplier) = suppliers::find_in(tx, &facts)? else { return Ok(None) };
+        let Some(supplier) = suppliers::matching(tx, &facts)? else { return Ok(None) };
         let zones = tx.supplier_zones(supplier.id)?;
         Ok(Some((supplier, zones)))
     })

@@ -3,142 +3,21 @@
 //! its record, and found again only by its owner.
 
 use super::Service;
-use super::blobs::{BlobError, BlobId};
+use super::blobs::BlobError;
 use super::engine::{EngineError, GrayImage, Language, OcrWord, RecognizedPage};
 use super::images::ImageError;
 use super::intake::{DocumentKind, SniffError, sniff};
 use super::invoice::meta::InvoiceMeta;
+pub use super::model::{Action, Document, DocumentState, OcrId, Profile};
 use super::pdf::{PdfError, PdfPage};
 use super::suppliers::{self, Facts, Source, VatNumber};
 use super::templates::{Template, TemplateError};
 use super::usage::{self, MonthUsage, UsageError};
 use super::wrap;
-use crate::access::model::UserId;
 use crate::access::principal::{RequestCtx, audit_done};
 use crate::access::{AccessError, Principal};
-use crate::kernel::{Code, CoreError, Page, Paged, Timestamp, secrets};
+use crate::kernel::{Code, CoreError, Page, Paged};
 use crate::storage::{StoreError, in_read, in_write};
-
-/// The identifier a client reuses: 128 random bits as 32 lowercase hex digits. Opaque: it says
-/// nothing about the document, its owner or its order.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct OcrId(String);
-
-impl OcrId {
-    pub fn generate() -> Self {
-        Self(secrets::random_hex(16))
-    }
-
-    /// `None` for anything that cannot be an id this service made.
-    pub fn parse(s: &str) -> Option<Self> {
-        let s = s.trim();
-        (s.len() == 32 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
-            .then(|| Self(s.to_owned()))
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-/// `raw` returns the engine's text as it is and no `meta`; `invoice` (and any other value, as
-/// the contract says) allows local enhancements: the invoice's fields, checked against each
-/// other (`crate::ocr::invoice`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Profile {
-    Raw,
-    Invoice,
-}
-
-impl Profile {
-    pub fn parse(s: &str) -> Self {
-        if s.trim().eq_ignore_ascii_case("raw") { Profile::Raw } else { Profile::Invoice }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Profile::Raw => "raw",
-            Profile::Invoice => "invoice",
-        }
-    }
-}
-
-/// What `POST /api/ocrs` is asked to do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
-    /// Read the text (empty or `default`).
-    Recognize,
-    /// Convert the first page to JPEG and return it; no OCR.
-    StoreOnly,
-    /// Keep the document for the operator's staff to analyse.
-    OcrFailed,
-}
-
-impl Action {
-    pub fn parse(s: &str) -> Option<Self> {
-        match s.trim() {
-            "" => Some(Action::Recognize),
-            s if s.eq_ignore_ascii_case("default") => Some(Action::Recognize),
-            s if s.eq_ignore_ascii_case("storeOnly") => Some(Action::StoreOnly),
-            s if s.eq_ignore_ascii_case("ocrFailed") => Some(Action::OcrFailed),
-            _ => None,
-        }
-    }
-}
-
-/// Where a document stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DocumentState {
-    /// Its text was read.
-    Recognized,
-    /// Stored and converted to JPEG (`storeOnly`), not read.
-    Stored,
-    /// Kept for staff analysis (`ocrFailed`).
-    Failed,
-}
-
-impl DocumentState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DocumentState::Recognized => "recognized",
-            DocumentState::Stored => "stored",
-            DocumentState::Failed => "failed",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        [Self::Recognized, Self::Stored, Self::Failed].into_iter().find(|k| k.as_str() == s)
-    }
-
-    fn after(action: Action) -> Self {
-        match action {
-            Action::Recognize => DocumentState::Recognized,
-            Action::StoreOnly => DocumentState::Stored,
-            Action::OcrFailed => DocumentState::Failed,
-        }
-    }
-}
-
-/// A stored document's record.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Document {
-    pub ocr_id: OcrId,
-    pub owner: UserId,
-    pub blob: BlobId,
-    pub kind: DocumentKind,
-    pub size_bytes: u64,
-    /// 0 when unknown (a document kept with `ocrFailed` is not opened).
-    pub pages: u32,
-    pub lang: Language,
-    pub profile: Profile,
-    pub state: DocumentState,
-    /// The text read, pages separated by form feeds as `pdftotext` separates them.
-    pub text: String,
-    pub created_at: Timestamp,
-    /// The `meta` of the processing response as it was sent (`InvoiceMeta::to_json`), kept for
-    /// `GET /api/ocrs`: an object, or `""`.
-    pub meta: serde_json::Value,
-}
 
 /// What a client sent.
 #[derive(Debug, Clone)]

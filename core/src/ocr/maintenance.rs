@@ -2,16 +2,10 @@
 //! Kept in the database, so the server sees at once what `courrier maintenance on` set.
 
 use super::Service;
+pub use super::model::Maintenance;
 use crate::access::Principal;
 use crate::access::principal::{RequestCtx, audit_done};
-use crate::kernel::Timestamp;
 use crate::storage::{StoreError, in_read, in_write};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Maintenance {
-    Off,
-    On { since: Timestamp },
-}
 
 pub fn status(app: &Service) -> Result<Maintenance, StoreError> {
     in_read(&*app.store, |tx| tx.ocr_maintenance())

@@ -13,6 +13,7 @@ pub mod images;
 pub mod intake;
 pub mod invoice;
 pub mod maintenance;
+pub mod model;
 pub mod pdf;
 pub mod ports;
 pub mod retention;

@@ -3,91 +3,10 @@
 //! every user, as the zones learned for a supplier are (decisions.md).
 
 use super::Service;
-use crate::id_type;
+pub use super::model::{Source, Supplier, SupplierId, VatNumber};
 use crate::kernel::{Code, CoreError, Timestamp};
 use crate::ocr::ports::Tx;
 use crate::storage::{StoreError, in_read};
-
-id_type!(
-    /// A supplier of the directory.
-    SupplierId
-);
-
-/// A VAT number as stored and compared: upper case, without spaces, dots or dashes, two letters
-/// of country then 2 to 13 letters and digits. (Check digits are the extraction's business; the
-/// directory only needs one spelling per number.)
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct VatNumber(String);
-
-impl VatNumber {
-    pub fn parse(s: &str) -> Option<Self> {
-        let v: String =
-            s.chars().filter(|c| !matches!(c, ' ' | '.' | '-' | '\u{a0}')).collect::<String>().to_uppercase();
-        let (country, rest) = v.split_at_checked(2)?;
-        let ok = country.bytes().all(|b| b.is_ascii_uppercase())
-            && (2..=13).contains(&rest.len())
-            && rest.bytes().all(|b| b.is_ascii_alphanumeric());
-        ok.then_some(Self(v))
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
-    /// The ISO 3166 country of the number (`EL` is Greece's VAT prefix, `GR` its country code).
-    pub fn country(&self) -> &str {
-        match &self.0[..2] {
-            "EL" => "GR",
-            other => other,
-        }
-    }
-
-    /// A French number's SIREN: the nine digits after the two-character key.
-    pub fn siren(&self) -> Option<&str> {
-        let rest = self.0.strip_prefix("FR")?;
-        (rest.len() == 11 && rest[2..].bytes().all(|b| b.is_ascii_digit())).then(|| &rest[2..])
-    }
-}
-
-/// Where a supplier's facts came from most recently.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Source {
-    /// Extracted from a processed invoice.
-    Invoice,
-    /// Confirmed by a user (`confirmvalues`).
-    Confirmation,
-}
-
-impl Source {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Source::Invoice => "invoice",
-            Source::Confirmation => "confirmation",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        [Source::Invoice, Source::Confirmation].into_iter().find(|k| k.as_str() == s)
-    }
-}
-
-/// A supplier of the directory; empty strings where nothing is known.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Supplier {
-    pub id: SupplierId,
-    pub vat_number: Option<VatNumber>,
-    pub name: String,
-    pub siret: String,
-    pub siren: String,
-    pub adresse: String,
-    pub cp: String,
-    pub ville: String,
-    pub pays: String,
-    pub code_pays: String,
-    pub source: Source,
-    pub created_at: Timestamp,
-    pub updated_at: Timestamp,
-}
 
 /// What one invoice or one confirmation says of its supplier.
 #[derive(Debug, Clone, Default)]
@@ -118,7 +37,7 @@ fn clean(s: &str, max: usize) -> String {
 }
 
 /// The supplier these facts are about: by VAT number first (the strongest key), else by name.
-pub fn find_in(tx: &mut dyn Tx, facts: &Facts) -> Result<Option<Supplier>, StoreError> {
+pub fn matching(tx: &mut dyn Tx, facts: &Facts) -> Result<Option<Supplier>, StoreError> {
     if let Some(vat) = &facts.vat_number
         && let Some(s) = tx.supplier_by_vat(vat)?
     {
@@ -137,7 +56,7 @@ pub fn learn(tx: &mut dyn Tx, facts: &Facts, source: Source, now: Timestamp) -> 
     if !facts.identifies() {
         return Ok(None);
     }
-    let existing = find_in(tx, facts)?;
+    let existing = matching(tx, facts)?;
     let mut s = existing.clone().unwrap_or(Supplier {
         id: SupplierId::from_stored(0),
         vat_number: None,

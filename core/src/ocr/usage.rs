@@ -3,22 +3,13 @@
 //! set by `courrier ocr plan`). Over quota, uploads and cuts answer 429 until the month turns.
 
 use super::Service;
+pub use super::model::MonthUsage;
 use crate::access::model::{User, UserId};
 use crate::access::principal::{RequestCtx, audit_done};
 use crate::access::{AccessError, Principal};
 use crate::kernel::{Code, CoreError, EmailAddress, Timestamp};
 use crate::ocr::ports::Tx;
 use crate::storage::{StoreError, in_read, in_write};
-
-/// What one user did in one month.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct MonthUsage {
-    /// `YYYY-MM`.
-    pub month: String,
-    pub documents: u64,
-    pub pages: u64,
-    pub cuts: u64,
-}
 
 /// A user's plan: `default` or `custom` (set for that user), and its pages per month (0: no
 /// limit).
@@ -92,7 +83,7 @@ impl CoreError for UsageError {
     }
 }
 
-pub fn plan_in(tx: &mut dyn Tx, user: UserId, default_pages: u32) -> Result<Plan, StoreError> {
+pub fn plan_of(tx: &mut dyn Tx, user: UserId, default_pages: u32) -> Result<Plan, StoreError> {
     Ok(match tx.ocr_plan(user)? {
         Some(pages) => Plan { custom: true, pages_per_month: pages },
         None => Plan { custom: false, pages_per_month: default_pages },
@@ -105,7 +96,7 @@ pub fn check_quota(app: &Service, user: UserId) -> Result<(), UsageError> {
     let now = app.clock.now();
     let period = Period::of(now);
     let (plan, used) = in_read(&*app.store, |tx| {
-        let plan = plan_in(tx, user, app.limits.pages_per_month)?;
+        let plan = plan_of(tx, user, app.limits.pages_per_month)?;
         let used = tx.ocr_usage_of(user)?.into_iter().find(|u| u.month == period.month).map_or(0, |u| u.pages);
         Ok::<_, StoreError>((plan, used))
     })?;
@@ -144,7 +135,7 @@ pub fn subscription(app: &Service, p: &Principal) -> Result<Subscription, UsageE
     let user = p.user.as_ref().ok_or_else(|| UsageError::UnknownUser("the operator".into()))?;
     let period = Period::of(app.clock.now());
     in_read(&*app.store, |tx| {
-        let plan = plan_in(tx, user.id, app.limits.pages_per_month)?;
+        let plan = plan_of(tx, user.id, app.limits.pages_per_month)?;
         let used = tx
             .ocr_usage_of(user.id)?
             .into_iter()
@@ -171,7 +162,7 @@ pub fn stats(app: &Service, p: &Principal, email: &str) -> Result<Stats, UsageEr
         if Some(user.id) != caller && !p.is_site_admin() {
             return Err(unknown());
         }
-        let plan = plan_in(tx, user.id, app.limits.pages_per_month)?;
+        let plan = plan_of(tx, user.id, app.limits.pages_per_month)?;
         let months = tx.ocr_usage_of(user.id)?;
         Ok(Stats { user, plan, months })
     })
@@ -192,7 +183,7 @@ pub fn set_plan(
         let user = tx.user_by_email(&address)?.ok_or_else(|| UsageError::UnknownUser(email.to_owned()))?.user;
         tx.set_ocr_plan(user.id, pages)?;
         audit_done(tx, p, ctx, now, "ocr.plan.set", &format!("user:{}", user.id.get()))?;
-        Ok(plan_in(tx, user.id, app.limits.pages_per_month)?)
+        Ok(plan_of(tx, user.id, app.limits.pages_per_month)?)
     })
 }
 

@@ -2,6 +2,7 @@
 //! `ratio`), brought back to image pixels, clamped to the page, cut out and read on their own.
 
 use super::engine::{GrayImage, Segmentation};
+pub use super::model::PixelRect;
 
 /// The most zones one request may ask for: a page has a dozen fields, not hundreds.
 pub const MAX_ZONES: usize = 50;
@@ -50,22 +51,6 @@ pub struct Zone {
     y: f64,
     w: f64,
     h: f64,
-}
-
-/// A zone in image pixels, inside the page.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PixelRect {
-    pub x: u32,
-    pub y: u32,
-    pub w: u32,
-    pub h: u32,
-}
-
-impl PixelRect {
-    /// The wire form, `x:y:w:h`.
-    pub fn as_text(&self) -> String {
-        format!("{}:{}:{}:{}", self.x, self.y, self.w, self.h)
-    }
 }
 
 impl Zone {

@@ -1,12 +1,11 @@
 use super::{SqliteTx, map_err};
 use crate::access::model::UserId;
 use crate::kernel::Timestamp;
-use crate::ocr::cuts::LearnedZone;
+use crate::ocr::model::{
+    LearnedZone, MonthUsage, PixelRect, Software, SoftwareFields, SoftwareId, Source, Supplier, SupplierId, VatNumber,
+};
 use crate::ocr::ports::InvoiceRepo;
-use crate::ocr::software::{Software, SoftwareFields, SoftwareId};
-use crate::ocr::suppliers::{Source, Supplier, SupplierId, VatNumber, name_key};
-use crate::ocr::usage::MonthUsage;
-use crate::ocr::zones::PixelRect;
+use crate::ocr::suppliers::name_key;
 use crate::storage::StoreError;
 use rusqlite::{OptionalExtension, Row, params};
 

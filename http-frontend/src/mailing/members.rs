@@ -1,0 +1,103 @@
+//! A list's members: listing, one member, adding one (Idempotency-Key honoured).
+
+use super::idempotency::keyed;
+use super::idempotency::read_json_body;
+use super::{invalid, names};
+use crate::AppState;
+use crate::auth::{Auth, Ctx};
+use crate::blocking::run_blocking;
+use crate::body::parse_json;
+use crate::envelope::Reply;
+use crate::error::ApiError;
+use crate::query::QueryParams;
+use axum::body::Body;
+use axum::extract::{Path, RawQuery, State};
+use axum::response::Response;
+use courrier_core::kernel::{Code, EmailAddress};
+use courrier_core::mailing::members::{self, AddMember, MemberRef};
+use courrier_core::mailing::model::{DeliveryMode, MemberFilter};
+use http::HeaderMap;
+use serde::Deserialize;
+
+pub(super) async fn list_members(
+    State(state): State<AppState>,
+    Auth(p): Auth,
+    Ctx(ctx): Ctx,
+    Path((domain, list)): Path<(String, String)>,
+    RawQuery(raw): RawQuery,
+) -> Result<Reply, ApiError> {
+    let q = QueryParams::parse(
+        raw.as_deref(),
+        &["limit", "offset", "status", "delivery_mode", "min_bounce_score", "email_contains"],
+    )?;
+    let page = q.page()?;
+    let filter = MemberFilter::parse(
+        q.get("status"),
+        q.get("delivery_mode"),
+        q.get("min_bounce_score"),
+        q.get("email_contains"),
+    )?;
+    let (d, l) = names(&domain, &list)?;
+    let app = state.mailing.clone();
+    let found = run_blocking(move || Ok(members::list(&app, &p, &ctx, &d, &l, &filter, page)?)).await?;
+    Ok(Reply::collection(found.items.iter().map(courrier_core::mailing::views::member).collect(), found.total, page))
+}
+
+pub(super) async fn get_member(
+    State(state): State<AppState>,
+    Auth(p): Auth,
+    Ctx(ctx): Ctx,
+    Path((domain, list, member)): Path<(String, String, String)>,
+) -> Result<Reply, ApiError> {
+    let (d, l) = names(&domain, &list)?;
+    let who = MemberRef::parse(&member).map_err(|_| ApiError::new(Code::NotFound, "member not found"))?;
+    let app = state.mailing.clone();
+    let m = run_blocking(move || Ok(members::get(&app, &p, &ctx, &d, &l, &who)?)).await?;
+    Ok(Reply::ok(courrier_core::mailing::views::member(&m)))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct MemberBody {
+    email: String,
+    name: Option<String>,
+    delivery_mode: Option<String>,
+    force: Option<bool>,
+    consent_source: Option<String>,
+    consent_evidence: Option<String>,
+}
+
+pub(super) fn member_request(body: &[u8], source_ip: Option<String>) -> Result<AddMember, ApiError> {
+    let b: MemberBody = parse_json(body)?;
+    Ok(AddMember {
+        email: EmailAddress::parse(&b.email).map_err(|e| invalid(format!("email: {e}")))?,
+        display_name: b.name.filter(|n| !n.trim().is_empty()),
+        delivery_mode: match b.delivery_mode {
+            None => DeliveryMode::Regular,
+            Some(m) => members::parse_delivery_mode(&m)?,
+        },
+        force: b.force.unwrap_or(false),
+        consent_source: b.consent_source.filter(|s| !s.is_empty()),
+        consent_evidence: b.consent_evidence.filter(|s| !s.is_empty()),
+        source_ip,
+    })
+}
+
+pub(super) async fn add_member(
+    State(state): State<AppState>,
+    Auth(p): Auth,
+    Ctx(ctx): Ctx,
+    Path((domain, list)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let bytes = read_json_body(&headers, body, &state).await?;
+    let path = format!("/api/v1/domains/{domain}/lists/{list}/members");
+    let source = ctx.source.clone();
+    let input = bytes.clone();
+    let parse = move || Ok((names(&domain, &list)?, member_request(&input, source)?));
+    keyed(&state, &p, &headers, "POST", &path, &bytes, parse, move |app, p, key, ((d, l), req)| {
+        Ok(members::add(app, p, &ctx, key, &d, &l, req)?.map(|o| (o.status(), o.view())))
+    })
+    .await
+}
