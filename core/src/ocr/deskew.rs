@@ -9,6 +9,8 @@ use super::engine::{GrayImage, Lines};
 /// Angles searched, in degrees each side of level.
 const MAX_DEGREES: f64 = 6.0;
 const STEP_DEGREES: f64 = 0.25;
+/// The first pass's step, in degrees.
+const COARSE_STEP: f64 = 1.0;
 /// Below this the page is left as it is: the engine reads it as well, and the copy costs time.
 const MIN_CORRECTION_DEGREES: f64 = 0.4;
 /// The reduced copy the angle is measured on has at most this many pixels on its longer side.
@@ -81,10 +83,7 @@ fn degrees_of(small: &[u8], w: u32, h: u32) -> f64 {
     }
     let rows = (f64::from(w.max(h)) * 1.5) as usize + 2;
     let mut profile = vec![0u32; rows];
-    let mut best = (0.0, 0.0_f64);
-    let steps = (MAX_DEGREES / STEP_DEGREES) as i32;
-    for k in -steps..=steps {
-        let deg = f64::from(k) * STEP_DEGREES;
+    let mut score_of = |deg: f64| -> f64 {
         let (s, c) = deg.to_radians().sin_cos();
         profile.iter_mut().for_each(|v| *v = 0);
         for &(x, y) in &dark {
@@ -94,12 +93,16 @@ fn degrees_of(small: &[u8], w: u32, h: u32) -> f64 {
                 *v += 1;
             }
         }
-        let score: f64 = profile.iter().map(|&v| f64::from(v) * f64::from(v)).sum();
-        if score > best.1 {
-            best = (deg, score);
-        }
-    }
-    best.0
+        profile.iter().map(|&v| f64::from(v) * f64::from(v)).sum()
+    };
+    // Coarse then fine: whole degrees over the range, then quarter degrees around the best one
+    // (21 profiles instead of 49; the score falls away on both sides of the true angle).
+    let best_of = |degrees: &mut dyn Iterator<Item = f64>, score_of: &mut dyn FnMut(f64) -> f64| {
+        degrees.map(|deg| (deg, score_of(deg))).fold((0.0, f64::MIN), |best, d| if d.1 > best.1 { d } else { best })
+    };
+    let coarse = best_of(&mut (-(MAX_DEGREES as i32)..=MAX_DEGREES as i32).map(f64::from), &mut score_of).0;
+    let fine = (COARSE_STEP / STEP_DEGREES) as i32;
+    best_of(&mut (-fine..=fine).map(|k| coarse + f64::from(k) * STEP_DEGREES), &mut score_of).0
 }
 
 /// The page turned level, or `None` when it is level enough already.
@@ -119,12 +122,10 @@ fn reduce(image: &GrayImage) -> (Vec<u8>, u32, u32) {
     let (sw, sh) = (w.div_ceil(f), h.div_ceil(f));
     let mut out = vec![255u8; (sw * sh) as usize];
     let px = image.pixels();
-    for y in 0..h {
-        let row = &px[(y * w) as usize..((y + 1) * w) as usize];
-        let dst = ((y / f) * sw) as usize;
-        for (x, &p) in row.iter().enumerate() {
-            let slot = &mut out[dst + x / f as usize];
-            *slot = (*slot).min(p);
+    for (y, row) in px.chunks_exact(w as usize).enumerate() {
+        let dst = (y / f as usize) * sw as usize;
+        for (slot, block) in out[dst..dst + sw as usize].iter_mut().zip(row.chunks(f as usize)) {
+            *slot = block.iter().fold(*slot, |m, &p| m.min(p));
         }
     }
     (out, sw, sh)
