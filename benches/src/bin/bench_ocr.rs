@@ -213,8 +213,11 @@ fn scan_page(name: &str, lang: &'static str, tesseract: &'static str) -> Result<
     Ok(ScanPage { lang, tesseract, path, jpeg, pdf, expect })
 }
 
+/// The client's milliseconds and the server's stages ([`STAGES`]).
+type Timed = (f64, [f64; 7]);
+
 /// An upload timed by the client, with the server's own breakdown.
-fn timed_upload(server: &Courrier, file: &[u8], lang: &str, expect: &str) -> Result<(f64, [f64; 7]), String> {
+fn timed_upload(server: &Courrier, file: &[u8], lang: &str, expect: &str) -> Result<Timed, String> {
     let started = Instant::now();
     let (status, head, body) = upload_in(server, file, "default", lang)?;
     let ms = started.elapsed().as_secs_f64() * 1000.0;
@@ -253,7 +256,7 @@ fn pages_vs_cli(opts: &Options, server: &Courrier) -> Result<(), String> {
         }
         cli()?;
         // Per build: JPEG runs, PDF runs.
-        let mut runs: Vec<[Vec<(f64, [f64; 7])>; 2]> = builds.iter().map(|_| Default::default()).collect();
+        let mut runs: Vec<[Vec<Timed>; 2]> = builds.iter().map(|_| Default::default()).collect();
         let mut tess = Vec::new();
         for _ in 0..opts.rounds {
             for (i, (_, build)) in builds.iter().enumerate() {
