@@ -35,6 +35,9 @@ pub struct Service {
     pub mail: Arc<dyn MailTransport>,
     pub settings: Settings,
     pub limiter: limits::Limiter,
+    /// Windows counted through a port (the login-link limits), so that several servers can share
+    /// them once they share a database.
+    pub counters: Arc<dyn limits::Counters>,
     pub key_cache: cache::KeyCache,
     /// What other contexts keep of a user, deleted with the account (`users::delete`).
     user_data: std::sync::RwLock<Vec<Arc<dyn ports::UserData>>>,
@@ -53,6 +56,7 @@ impl Service {
             mail,
             settings,
             limiter: Default::default(),
+            counters: Arc::new(limits::MemoryCounters::default()),
             key_cache: Default::default(),
             user_data: Default::default(),
         }

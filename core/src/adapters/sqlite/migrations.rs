@@ -28,7 +28,8 @@ const MIGRATIONS: &[Migration] = &[
         name: "member_insert_tally",
         sql: include_str!("migrations/0012_member_insert_tally.sql"),
     },
-    Migration { version: 13, name: "ocr_retention", sql: include_str!("migrations/0013_ocr_retention.sql") },
+    Migration { version: 13, name: "subscribers", sql: include_str!("migrations/0013_subscribers.sql") },
+    Migration { version: 14, name: "ocr_retention", sql: include_str!("migrations/0014_ocr_retention.sql") },
 ];
 
 /// How many migrations this binary knows.
