@@ -28,6 +28,7 @@ const MIGRATIONS: &[Migration] = &[
         name: "member_insert_tally",
         sql: include_str!("migrations/0012_member_insert_tally.sql"),
     },
+    Migration { version: 14, name: "access_version", sql: include_str!("migrations/0014_access_version.sql") },
 ];
 
 /// How many migrations this binary knows.

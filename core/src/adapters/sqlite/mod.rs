@@ -52,7 +52,8 @@ pub struct SqliteStore {
     sqlite_version: String,
     /// A connection that never writes, for `PRAGMA data_version`: its value changes when any
     /// *other* connection commits, and every write goes through the pool, so it sees them all.
-    watch: std::sync::Mutex<rusqlite::Connection>,
+    /// With it, the last `data_version` at which `access_version` was read, and what it said.
+    watch: std::sync::Mutex<(rusqlite::Connection, Option<(i64, i64)>)>,
     /// The in-memory search snapshots of big lists (`search.rs`), shared by the pool's connections.
     search: std::sync::Arc<search::SearchCache>,
 }
@@ -75,7 +76,7 @@ impl SqliteStore {
         let sqlite_version =
             conn.query_row("SELECT sqlite_version()", [], |r| r.get(0)).map_err(|e| open_err(e.to_string()))?;
         let search = search::register(&conn);
-        let watch = std::sync::Mutex::new(conn);
+        let watch = std::sync::Mutex::new((conn, None));
         let manager = SqliteConnectionManager::file(path).with_init(init_connection);
         let pool = r2d2::Pool::builder()
             .max_size(POOL_SIZE)
@@ -150,13 +151,33 @@ impl Database for SqliteStore {
     }
 
     fn change_marker(&self) -> Result<u64, StoreError> {
-        let conn = self.watch.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let v: i64 = conn
-            .prepare_cached("PRAGMA data_version")
+        let watch = self.watch.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        Ok(data_version(&watch.0)? as u64)
+    }
+
+    /// `access_version` (migration 14), read again only when something was committed since the
+    /// last read: a request that finds the database unchanged pays what `change_marker` does.
+    fn access_marker(&self) -> Result<u64, StoreError> {
+        let mut watch = self.watch.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Read before the counter: a commit in between shows as a change at the next call.
+        let dv = data_version(&watch.0)?;
+        if let Some((seen, v)) = watch.1
+            && seen == dv
+        {
+            return Ok(v as u64);
+        }
+        let v: i64 = watch
+            .0
+            .prepare_cached("SELECT v FROM access_version WHERE id = 1")
             .and_then(|mut st| st.query_row([], |r| r.get(0)))
             .map_err(map_err)?;
+        watch.1 = Some((dv, v));
         Ok(v as u64)
     }
+}
+
+fn data_version(conn: &rusqlite::Connection) -> Result<i64, StoreError> {
+    conn.prepare_cached("PRAGMA data_version").and_then(|mut st| st.query_row([], |r| r.get(0))).map_err(map_err)
 }
 
 /// A transaction: a read on a pooled connection, or a unit of work on the write lane.
@@ -412,6 +433,47 @@ mod tests {
         // Another process (here: another connection outside the store) writes.
         rusqlite::Connection::open(&path).unwrap().execute("DELETE FROM audit_log", []).unwrap();
         assert_ne!(store.change_marker().unwrap(), m1, "a commit from elsewhere");
+    }
+
+    #[test]
+    fn the_access_marker_moves_on_access_changes_only_from_anywhere() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db");
+        let store = SqliteStore::open(&path, 0).unwrap();
+        let a0 = store.access_marker().unwrap();
+        let other = rusqlite::Connection::open(&path).unwrap();
+        // Writes that authentication does not read leave it where it is.
+        other.execute("DELETE FROM audit_log", []).unwrap();
+        suite::commit_keeps_change_audit_and_event_together(access(&store));
+        assert_eq!(store.access_marker().unwrap(), a0, "audit and events are not access");
+        // A user, a role, a key: each moves it, written by this process or another.
+        other
+            .execute(
+                "INSERT INTO users (email, email_key, status, created_at, updated_at)
+                 VALUES ('a@example.org', 'a@example.org', 'active', 0, 0)",
+                [],
+            )
+            .unwrap();
+        let a1 = store.access_marker().unwrap();
+        assert!(a1 > a0, "a new user");
+        other.execute("INSERT INTO roles (user_id, kind, granted_at) VALUES (1, 'site_admin', 0)", []).unwrap();
+        let a2 = store.access_marker().unwrap();
+        assert!(a2 > a1, "a role");
+        other
+            .execute(
+                "INSERT INTO api_keys (user_id, name, prefix, secret_hash, scope_kind, perms, rate_limit_per_min,
+                   created_at) VALUES (1, 'k', 'p', 'h', 'user', 1, 10, 0)",
+                [],
+            )
+            .unwrap();
+        let a3 = store.access_marker().unwrap();
+        assert!(a3 > a2, "a key");
+        other.execute("UPDATE api_keys SET revoked_at = 1", []).unwrap();
+        assert!(store.access_marker().unwrap() > a3, "a revocation");
+        other.execute("UPDATE users SET status = 'disabled'", []).unwrap();
+        let a4 = store.access_marker().unwrap();
+        other.execute("DELETE FROM roles", []).unwrap();
+        assert!(store.access_marker().unwrap() > a4, "a role taken away");
     }
 
     #[test]
