@@ -94,8 +94,12 @@ impl SqliteStore {
         // pages of the random (list, address) index above all, rewritten at every commit.
         // Statement journals in memory: a multi-row INSERT keeps one (to undo itself alone), and
         // past 64 KiB SQLite wrote it to a temporary file (a fifth of an import's time).
+        // Checkpoints every 8,192 pages (32 MiB of WAL) instead of SQLite's 1,000: a checkpoint
+        // copies the newest version of each page once, so the pages every commit rewrites (the
+        // random address index during an import, the audit and outbox tails under adds) reach
+        // the database file once per 32 MiB, not once per 4 MiB.
         writer
-            .execute_batch("PRAGMA cache_size = -131072; PRAGMA temp_store = MEMORY;")
+            .execute_batch("PRAGMA cache_size = -131072; PRAGMA temp_store = MEMORY; PRAGMA wal_autocheckpoint = 8192;")
             .map_err(|e| open_err(e.to_string()))?;
         let lane = lane::Lane::new(writer, BUSY_TIMEOUT);
         Ok(Self { pool, lane, sqlite_version, watch, search })

@@ -573,7 +573,6 @@ fn the_listing_answers_the_same_members_in_the_same_order_through_every_path() {
     let modes = ["regular", "digest", "nomail"];
     let locals = ["ann", "bob", "a_b", "a%b", "Cat", "x.y", "dan"];
     let domains = ["ab.org", "b-a.net", "x.fr"];
-    let mut tallies: HashMap<(i64, &str, &str), i64> = HashMap::new();
     for n in 0..1_500 {
         let list = if rng.below(5) == 0 { 2 } else { 1 };
         let (status, reason) = *rng.pick(&statuses);
@@ -585,7 +584,6 @@ fn the_listing_answers_the_same_members_in_the_same_order_through_every_path() {
              VALUES ({list}, '{email}', lower('{email}'), '{status}', {reason}, '{mode}', {}, 0, 0)",
             rng.below(4)
         ));
-        *tallies.entry((list, status, mode)).or_default() += 1;
         // Some holes in the ids, as deletions leave them.
         if rng.below(10) == 0 {
             let max: i64 = fx.other.query_row("SELECT max(id) FROM members", [], |r| r.get(0)).unwrap();
@@ -593,13 +591,12 @@ fn the_listing_answers_the_same_members_in_the_same_order_through_every_path() {
             fx.sql(&format!("DELETE FROM members WHERE id = {id}"));
         }
     }
-    // The adapter counts inserted members itself (migration 12); deletions went through the trigger.
-    for ((list, status, mode), n) in tallies {
-        fx.sql(&format!(
-            "INSERT INTO member_tallies (list_id, status, delivery_mode, n) VALUES ({list}, '{status}', '{mode}', {n})
-             ON CONFLICT (list_id, status, delivery_mode) DO UPDATE SET n = n + {n}"
-        ));
-    }
+    // The adapter counts the members it inserts (migration 12); bare INSERTs do not: count them.
+    fx.sql(
+        "DELETE FROM member_tallies;
+         INSERT INTO member_tallies (list_id, status, delivery_mode, n)
+           SELECT list_id, status, delivery_mode, count(*) FROM members GROUP BY list_id, status, delivery_mode;",
+    );
     let sql_only = SearchLimits { min_members: 1, budget_bytes: 0, ..SearchLimits::default() };
     let snapshots = SearchLimits { min_members: 1, budget_bytes: 64 << 20, deep_offset: 0 };
     let all_statuses = [
