@@ -27,10 +27,10 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 const VERSION_PATH: &str = "/api/v1/system/version";
-/// courrier health / bare-hello.
-const HEALTH_TARGET: f64 = 0.8;
-/// courrier version (authenticated) / courrier health.
-const AUTH_TARGET: f64 = 0.7;
+/// courrier health / bare-hello (issue 18).
+const HEALTH_TARGET: f64 = 0.85;
+/// courrier version (authenticated) / courrier health (issue 18).
+const AUTH_TARGET: f64 = 0.75;
 /// The highest quota courrier gives a key (core's `MAX_RATE_LIMIT_PER_MIN`), per calendar minute
 /// and per server process; over it, 429. The `auth` load rotates over enough keys to stay under.
 const KEY_QUOTA_PER_MIN: u32 = 100_000;
