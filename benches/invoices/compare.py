@@ -30,6 +30,13 @@ SETS = [
     ("invoice2data compare set", "invoice2data", ".pdf"),
     ("generated text PDFs", "generated", ".pdf"),
     ("generated scans and photos", "generated", ".jpg"),
+    # The ZUGFeRD corpus's pages through the text path, their XML removed (its fields are the truth).
+    ("ZUGFeRD corpus pages as text, XML removed", "zugferd-text", ".pdf"),
+    # Issue 17's European set (fixtures/invoices/europe.py): developed on dev, reported on held-out.
+    ("Europe dev, text PDFs", "europe/dev", ".pdf"),
+    ("Europe dev, scans", "europe/dev", ".jpg"),
+    ("Europe held-out, text PDFs", "europe/held-out", ".pdf"),
+    ("Europe held-out, scans", "europe/held-out", ".jpg"),
 ]
 I2D_NAMES = {"amount": "amount", "amount_untaxed": "amount_untaxed", "date": "date", "date_due": "due_date",
               "invoice_number": "invoice_number", "vat": "supplier_numtva", "iban": "iban", "currency": "currency",
@@ -134,28 +141,39 @@ class Invoice2data:
         return meta
 
 
-def run(tool, cases):
+def run(tool, cases, misses=None):
     per_field, seconds, matched = {}, 0.0, 0
+    per_lang = {}
     for path, truth in cases:
         t = time.perf_counter()
-        meta = tool.meta(path, truth.get("lang", "fr"))
+        meta = tool.meta(path, truth.get("upload_lang", truth.get("lang", "fr")))
         seconds += time.perf_counter() - t
         matched += bool(meta)
         for field, expected in truth["meta"].items():
             ok = matches(field, expected, meta.get(field), truth.get("credit_note", False))
             r, n = per_field.get(field, (0, 0))
             per_field[field] = (r + ok, n + 1)
-    return per_field, seconds, matched
+            r, n = per_lang.get(truth.get("lang", "fr"), (0, 0))
+            per_lang[truth.get("lang", "fr")] = (r + ok, n + 1)
+            if not ok and misses is not None:
+                misses.append(f"{os.path.basename(path)} {field}: expected {expected!r}, got {meta.get(field)!r}")
+    return per_field, seconds, matched, per_lang
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--smoke", action="store_true", help="one document per set")
     ap.add_argument("--courrier", default=os.path.join(ROOT, "target", "release", "courrier"))
+    ap.add_argument("--sets", default="", help="only the sets whose title contains this text")
+    ap.add_argument("--misses", action="store_true", help="list Courrier's wrong fields (for development, on dev sets)")
+    ap.add_argument("--no-invoice2data", action="store_true", help="Courrier only")
     args = ap.parse_args()
-    courrier, i2d = Courrier(args.courrier), Invoice2data()
+    courrier = Courrier(args.courrier)
+    i2d = None if args.no_invoice2data else Invoice2data()
     try:
         for title, folder, ext in SETS:
+            if args.sets not in title:
+                continue
             d = os.path.join(FIX, folder)
             names = sorted(n for n in os.listdir(d) if n.endswith(ext))
             if args.smoke:
@@ -164,8 +182,12 @@ def main():
             for n in names:
                 with open(os.path.join(d, n[: -len(ext)] + ".json")) as f:
                     cases.append((os.path.join(d, n), json.load(f)))
-            ours, t_ours, _ = run(courrier, cases)
-            theirs, t_theirs, found = run(i2d, cases)
+            misses = [] if args.misses else None
+            ours, t_ours, _, lang_ours = run(courrier, cases, misses)
+            if i2d is None:
+                theirs, t_theirs, found, lang_theirs = {}, 0.0, 0, {}
+            else:
+                theirs, t_theirs, found, lang_theirs = run(i2d, cases)
             total = lambda pf: (sum(r for r, _ in pf.values()), sum(n for _, n in pf.values()))
             (ro, no), (rt, nt) = total(ours), total(theirs)
             print(f"\n### {title}: {len(cases)} documents")
@@ -177,6 +199,14 @@ def main():
             print(f"| **all fields** | **{ro}/{no} ({100 * ro / max(no, 1):.1f}%)** | **{rt}/{nt} ({100 * rt / max(nt, 1):.1f}%)** |")
             print(f"| time per page (s) | {t_ours / len(cases):.2f} | {t_theirs / len(cases):.2f} |")
             print(f"| documents a template matched | n/a (no templates) | {found}/{len(cases)} |")
+            if len(lang_ours) > 1:
+                print(f"\n| {title}: language | Courrier | invoice2data |\n|---|---|---|")
+                for lang in sorted(lang_ours):
+                    a, n = lang_ours[lang]
+                    b, _ = lang_theirs.get(lang, (0, n))
+                    print(f"| {lang} | {a}/{n} ({100 * a / n:.1f}%) | {b}/{n} ({100 * b / n:.1f}%) |")
+            for m in misses or []:
+                print(f"   miss: {m}")
     finally:
         courrier.stop()
 

@@ -8,10 +8,13 @@ use crate::server::PEER;
 use axum::extract::{FromRequestParts, Request};
 use courrier_core::access::principal::{self, RequestCtx};
 use courrier_core::access::{Credential, Principal};
+use courrier_core::mailing::me::{self, Subscriber};
 use http::request::Parts;
 use http::{HeaderMap, Method, header};
 
 pub const SESSION_COOKIE: &str = "svc_session";
+/// The subscriber session's cookie: accepted by the `/api/v1/me` routes and the `/p/me` pages only.
+pub const SUBSCRIBER_COOKIE: &str = "svc_subscriber";
 
 /// An API key wins over a cookie: requests with a key are exempt from CSRF, as the contract says.
 pub fn credential_of(headers: &HeaderMap) -> Credential {
@@ -32,15 +35,65 @@ pub fn credential_of(headers: &HeaderMap) -> Credential {
 }
 
 pub fn session_cookie(headers: &HeaderMap) -> Option<String> {
+    cookie(headers, SESSION_COOKIE)
+}
+
+pub fn subscriber_cookie(headers: &HeaderMap) -> Option<String> {
+    cookie(headers, SUBSCRIBER_COOKIE)
+}
+
+fn cookie(headers: &HeaderMap, wanted: &str) -> Option<String> {
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == SESSION_COOKIE)
+        .find(|(name, _)| *name == wanted)
         .map(|(_, value)| value.trim().to_owned())
         .filter(|v| !v.is_empty())
+}
+
+/// Authenticates a subscriber (`/api/v1/me` routes): the `svc_subscriber` cookie only. A request
+/// that carries an API key is refused (401) even with the cookie: a key is an administration
+/// credential, never a subscriber's. An administration session cookie alone is no credential here.
+pub fn authenticate_subscriber(
+    state: &AppState,
+    req: &Request,
+) -> impl std::future::Future<Output = Result<std::sync::Arc<Subscriber>, ApiError>> + Send + 'static {
+    let has_key = matches!(credential_of(req.headers()), Credential::ApiKey(_));
+    let token = subscriber_cookie(req.headers());
+    let csrf = req.headers().get("x-csrf-token").and_then(|v| v.to_str().ok()).map(|v| v.trim().to_owned());
+    let mutating = !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
+    let app = state.mailing.clone();
+    async move {
+        let refuse = |reason: &str| {
+            tracing::info!(reason, "subscriber authentication refused");
+            ApiError::from(courrier_core::access::AccessError::Unauthenticated)
+        };
+        if has_key {
+            return Err(refuse("an API key on a subscriber route"));
+        }
+        let token = token.ok_or_else(|| refuse("no subscriber cookie"))?;
+        let s = run_blocking(move || Ok(me::authenticate(&app, &token, csrf.as_deref(), mutating)?)).await?;
+        Ok(std::sync::Arc::new(s))
+    }
+}
+
+/// The authenticated subscriber (set by the route guard on every subscriber route).
+pub struct Me(pub std::sync::Arc<Subscriber>);
+
+impl<S: Send + Sync> FromRequestParts<S> for Me {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        parts
+            .extensions
+            .get::<std::sync::Arc<Subscriber>>()
+            .cloned()
+            .map(Me)
+            .ok_or_else(|| ApiError::internal(&"a handler that needs a subscriber is not on a subscriber route"))
+    }
 }
 
 /// Authenticates the request. Takes what it needs from the request before awaiting: a borrowed

@@ -137,10 +137,17 @@ async fn check_route(route: &'static Route, req: &mut Request, state: &AppState)
         }
     }
     body::check_declared_length(req.headers(), route.body_limit)?;
-    if route.access != routes::Access::Public {
-        let principal = auth::authenticate(state, req).await?;
-        // Shared: the handler's extractor takes a reference count, not a deep copy.
-        req.extensions_mut().insert(principal);
+    match route.access {
+        routes::Access::Public => {}
+        routes::Access::Subscriber => {
+            let subscriber = auth::authenticate_subscriber(state, req).await?;
+            req.extensions_mut().insert(subscriber);
+        }
+        routes::Access::Authenticated | routes::Access::Perm(_) => {
+            let principal = auth::authenticate(state, req).await?;
+            // Shared: the handler's extractor takes a reference count, not a deep copy.
+            req.extensions_mut().insert(principal);
+        }
     }
     Ok(())
 }

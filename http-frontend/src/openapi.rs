@@ -26,7 +26,8 @@ pub fn document(api: Api, version: &str) -> Value {
                 { "name": "lists" },
                 { "name": "members" },
                 { "name": "sends" },
-                { "name": "webhooks", "description": "Signed deliveries of lifecycle events: see the document's `webhooks`" }
+                { "name": "webhooks", "description": "Signed deliveries of lifecycle events: see the document's `webhooks`" },
+                { "name": "me", "description": "Subscriber self-service: a mailed one-time link opens a session scoped to one address" }
             ]),
         ),
         Api::Page => ("Courrier pages", "", json!([])),
@@ -61,6 +62,12 @@ pub fn document(api: Api, version: &str) -> Value {
                 "bearerAuth": { "type": "http", "scheme": "bearer", "description": "svc_<prefix>_<secret>" },
                 "apiKeyHeader": { "type": "apiKey", "in": "header", "name": "X-API-Key" },
                 "sessionCookie": { "type": "apiKey", "in": "cookie", "name": "svc_session" },
+                "subscriberCookie": {
+                    "type": "apiKey",
+                    "in": "cookie",
+                    "name": "svc_subscriber",
+                    "description": "a subscriber session, opened by POST /api/v1/me/session with a mailed login link; accepted by the /me routes only"
+                },
             }
         }
     });
@@ -120,6 +127,7 @@ fn operation(route: &Route) -> Value {
         Access::Authenticated | Access::Perm(_) => {
             json!([{ "bearerAuth": [] }, { "apiKeyHeader": [] }, { "sessionCookie": [] }])
         }
+        Access::Subscriber => json!([{ "subscriberCookie": [] }]),
     };
     if let Access::Perm(perm) = route.access {
         op["x-required-permission"] = json!(perm.as_str());

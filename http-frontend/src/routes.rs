@@ -27,6 +27,9 @@ pub enum Access {
     /// Any authenticated principal, no permission (e.g. `GET /system/version`).
     Authenticated,
     Perm(Perm),
+    /// A subscriber session (cookie `svc_subscriber`, security scheme `subscriberCookie`): the
+    /// `/me` routes, which refuse every other credential with 401.
+    Subscriber,
 }
 
 /// How a path segment is typed. `Id` segments are validated before the handler runs: anything
@@ -129,7 +132,9 @@ impl Route {
         }
         if self.access != Access::Public {
             s.push(401);
-            s.push(429);
+        }
+        if matches!(self.access, Access::Authenticated | Access::Perm(_)) {
+            s.push(429); // the key's quota
         }
         if matches!(self.access, Access::Perm(_)) {
             s.extend([403, 404]);
@@ -154,7 +159,9 @@ pub fn all() -> impl Iterator<Item = &'static Route> {
         .chain(crate::access::ROUTES)
         .chain(crate::mailing::ROUTES)
         .chain(crate::mailing::webhooks::ROUTES)
+        .chain(crate::mailing::me::ROUTES)
         .chain(crate::mailing::pages::ROUTES)
+        .chain(crate::mailing::me_pages::ROUTES)
         .chain(crate::ocr::ROUTES)
 }
 

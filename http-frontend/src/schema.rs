@@ -238,6 +238,7 @@ pub const AUDIT_ENTRY: Schema = Schema(|| {
             "request_id": { "type": "string" },
             "actor_user_id": nullable("integer"),
             "actor_key_id": nullable("integer"),
+            "actor_member_id": nullable("integer"),
             "action": { "type": "string" },
             "target": { "type": "string" },
             "outcome": { "type": "string", "enum": ["done", "forbidden", "not_found"] }
@@ -712,3 +713,47 @@ pub fn webhook_delivery() -> Value {
         }
     })
 }
+
+/// `POST /me/login-link`'s one answer, whatever the address: the same body, always.
+pub const LOGIN_LINK_MESSAGE: &str =
+    "if this address is subscribed to a list, a sign-in link valid for one hour is on its way to it";
+pub const LOGIN_LINK_REQUEST: Schema = Schema(|| closed(&["email"], json!({ "email": email() })));
+pub const LOGIN_LINK_SENT: Schema = Schema(|| {
+    json!({
+        "type": "object",
+        "required": ["message"],
+        "properties": { "message": { "type": "string", "const": LOGIN_LINK_MESSAGE } },
+        "additionalProperties": false
+    })
+});
+pub const ME_SESSION_REQUEST: Schema =
+    Schema(|| closed(&["token"], json!({ "token": { "type": "string", "minLength": 1, "maxLength": 256 } })));
+pub const ME_SESSION: Schema = Schema(|| {
+    json!({
+        "type": "object",
+        "required": ["email", "expires_at", "csrf_token"],
+        "properties": {
+            "email": { "type": "string" },
+            "expires_at": { "type": "string", "format": "date-time" },
+            "csrf_token": { "type": "string" }
+        },
+        "additionalProperties": false
+    })
+});
+pub const SUBSCRIPTION: Schema = Schema(|| {
+    json!({
+        "type": "object",
+        "required": ["list_id", "list_address", "display_name", "delivery_mode", "status", "subscribed_at"],
+        "properties": {
+            "list_id": { "type": "integer", "minimum": 1 },
+            "list_address": { "type": "string" },
+            "display_name": { "type": "string" },
+            "delivery_mode": enum_of(DELIVERY_MODES),
+            "status": enum_of(&["pending", "active", "disabled"]),
+            "subscribed_at": { "type": ["string", "null"], "format": "date-time" }
+        },
+        "additionalProperties": false
+    })
+});
+pub const ME_SUBSCRIPTION_PATCH: Schema =
+    Schema(|| closed(&["delivery_mode"], json!({ "delivery_mode": enum_of(DELIVERY_MODES) })));

@@ -10,6 +10,7 @@ use courrier_core::kernel::{DomainName, EmailAddress, EventName, ListName};
 use courrier_core::mailing::members::{self, AddMember};
 use courrier_core::mailing::model::{DeliveryMode, SubscriptionPolicy};
 use courrier_core::mailing::{domains, lists, sends, webhooks};
+use courrier_core::storage::in_read;
 use courrier_http::routes::{self, Access, Api};
 use courrier_tests::harness::{Resp, SmtpSink, TestApp, run_cli_in};
 use serde_json::{Value, json};
@@ -150,6 +151,9 @@ pub(crate) fn login(app: &TestApp, address: &str) -> Session {
     Session { cookie, csrf: resp.json()["data"]["csrf_token"].as_str().unwrap().to_owned() }
 }
 
+/// The address whose subscriber session probes the `/me` routes.
+const PROBE_SUBSCRIBER: &str = "me@example.net";
+
 /// One request per route of the table, repeatable: `n` makes each call's data fresh.
 fn probe(app: &TestApp, admin: &User, method: &str, path: &str, n: usize) -> (String, Option<Value>) {
     let core = &app.core;
@@ -214,8 +218,29 @@ fn probe(app: &TestApp, admin: &User, method: &str, path: &str, n: usize) -> (St
         target.id.to_string()
     };
     let path = path.replace("{id}", &id);
+    // The probing subscriber is (again) on `news`, so that a `/me` mutation has one to change.
+    let path = if path.contains("{list_id}") {
+        let again = AddMember {
+            email: email(PROBE_SUBSCRIBER),
+            display_name: None,
+            delivery_mode: DeliveryMode::Regular,
+            force: true,
+            consent_source: Some("test".into()),
+            consent_evidence: Some("the authorization matrix".into()),
+            source_ip: None,
+        };
+        let (p, ctx) = (Principal::operator(), RequestCtx::cli());
+        let _ = members::add(&core.mailing, &p, &ctx, None, &domain("example.org"), &list("news"), again);
+        let news = in_read(&*core.mailing.store, |tx| tx.list_by_name(&domain("example.org"), &list("news")))
+            .unwrap()
+            .unwrap();
+        path.replace("{list_id}", &news.id.to_string())
+    } else {
+        path
+    };
     let body = match (method, path.as_str()) {
         ("POST", "/api/v1/auth/login") => Some(json!({ "email": "admin@example.org", "password": PASSWORD })),
+        ("PATCH", p) if p.starts_with("/api/v1/me/subscriptions/") => Some(json!({ "delivery_mode": "digest" })),
         ("POST", "/api/v1/users") => Some(json!({ "email": format!("new{n}@example.org"), "password": PASSWORD })),
         ("PATCH", p) if p.starts_with("/api/v1/users/") => Some(json!({ "name": "Renamed" })),
         ("POST", p) if p.ends_with("/password") => Some(json!({ "password": PASSWORD })),
@@ -321,7 +346,7 @@ fn authorization_matrix() {
     let domain_key = make_key(&core, &admin, KeyScope::Domain(ex.clone()), &Perm::ALL, None);
     kinds.push((
         "domain key".into(),
-        vec![("x-api-key", domain_key)],
+        vec![("x-api-key", domain_key.clone())],
         Box::new(|r: &routes::Route| match reach_of(r) {
             Reach::Installation if matches!(r.access, Access::Perm(_)) => 404,
             _ => success_of(r),
@@ -347,6 +372,32 @@ fn authorization_matrix() {
         vec![("cookie", session.cookie.clone()), ("x-csrf-token", session.csrf.clone())],
         Box::new(success_of),
     ));
+    // The subscriber's cookie opens the `/me` routes and nothing else; no administration
+    // credential opens them (every kind above gets 401 there: see the loop).
+    let sub = crate::subscribers::subscriber_session(&app, PROBE_SUBSCRIBER);
+    kinds.push((
+        "subscriber session without CSRF token".into(),
+        vec![("cookie", sub.cookie.clone())],
+        Box::new(|r: &routes::Route| match r.access {
+            Access::Subscriber if r.method == http_method("GET") => success_of(r),
+            Access::Subscriber => 403,
+            _ => 401,
+        }),
+    ));
+    kinds.push((
+        "subscriber session with CSRF token".into(),
+        vec![("cookie", sub.cookie.clone()), ("x-csrf-token", sub.csrf.clone())],
+        Box::new(|r: &routes::Route| if r.access == Access::Subscriber { success_of(r) } else { 401 }),
+    ));
+    kinds.push((
+        "subscriber session with an API key".into(),
+        vec![("cookie", sub.cookie.clone()), ("x-csrf-token", sub.csrf.clone()), bearer(&domain_key)],
+        Box::new(|r: &routes::Route| match reach_of(r) {
+            _ if r.access == Access::Subscriber => 401,
+            Reach::Installation if matches!(r.access, Access::Perm(_)) => 404,
+            _ => success_of(r),
+        }),
+    ));
     let mut n = 0;
     let mut checked = 0;
     for route in routes::all().filter(|r| r.api == Api::Mailing && r.access != Access::Public) {
@@ -354,8 +405,10 @@ fn authorization_matrix() {
             n += 1;
             let (path, body) = probe(&app, &admin, route.method.as_str(), route.path, n);
             let resp = call(&app, route.method.as_str(), &path, headers, body.as_ref());
-            assert_eq!(resp.status, expect(route), "{} {} with {kind}: {}", route.method, path, resp.body);
-            if resp.status == 403 && kind.starts_with("session without") {
+            let expected =
+                if route.access == Access::Subscriber && !kind.starts_with("subscriber") { 401 } else { expect(route) };
+            assert_eq!(resp.status, expected, "{} {} with {kind}: {}", route.method, path, resp.body);
+            if resp.status == 403 && kind.contains("session without") {
                 assert_eq!(resp.json()["error"]["code"], "csrf_failed");
             }
             checked += 1;

@@ -131,6 +131,57 @@ impl Limiter {
     }
 }
 
+/// One sliding window a request is counted in: at most `allowed` uses of `key` within
+/// `window_secs`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Window {
+    pub key: String,
+    pub allowed: usize,
+    pub window_secs: i64,
+}
+
+/// The port of counters that several servers will share (`decisions.md`: with PostgreSQL, the
+/// login-link limits are counted in the database). One call counts a request in every window it
+/// belongs to, or in none: a request refused by one window is not counted in the others.
+pub trait Counters: Send + Sync {
+    /// Counts one use in each of `windows`; refuses, with the seconds until the fullest window
+    /// frees a slot, when any of them is full.
+    fn take_all(&self, windows: &[Window], now: Timestamp) -> Result<(), AccessError>;
+}
+
+/// [`Counters`] in this process's memory: the adapter of a lone server.
+#[derive(Default)]
+pub struct MemoryCounters {
+    windows: Mutex<HashMap<String, VecDeque<Timestamp>>>,
+}
+
+impl Counters for MemoryCounters {
+    fn take_all(&self, windows: &[Window], now: Timestamp) -> Result<(), AccessError> {
+        let mut map = self.windows.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Forget keys whose longest window has passed, so the map stays the size of recent callers.
+        if map.len() > 10_000 {
+            let longest = windows.iter().map(|w| w.window_secs).max().unwrap_or(3600).max(3600);
+            map.retain(|_, t| t.back().is_some_and(|last| last.plus_secs(longest) > now));
+        }
+        let mut wait = 0;
+        for w in windows {
+            let times = map.entry(w.key.clone()).or_default();
+            if let Err(AccessError::RateLimited { retry_after }) =
+                refuse_when_full(times, w.allowed, w.window_secs, now)
+            {
+                wait = wait.max(retry_after);
+            }
+        }
+        if wait > 0 {
+            return Err(AccessError::RateLimited { retry_after: wait });
+        }
+        for w in windows {
+            map.entry(w.key.clone()).or_default().push_back(now);
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,5 +250,23 @@ mod tests {
         }
         assert!(matches!(limiter.check_login("new@x.org", Some("10.0.0.9"), t), Err(AccessError::RateLimited { .. })));
         limiter.check_login("a@x.org", None, t.plus_secs(LOGIN_WINDOW_SECS)).expect("the window passed");
+    }
+
+    #[test]
+    fn counters_count_a_request_in_every_window_or_in_none() {
+        let counters = MemoryCounters::default();
+        let t = Timestamp::from_unix_secs(9_000);
+        let w = |key: &str, allowed, window_secs| Window { key: key.into(), allowed, window_secs };
+        let both = [w("a", 2, 3600), w("s", 3, 60)];
+        counters.take_all(&both, t).unwrap();
+        counters.take_all(&both, t).unwrap();
+        match counters.take_all(&both, t) {
+            Err(AccessError::RateLimited { retry_after }) => assert_eq!(retry_after, 3600),
+            other => panic!("{other:?}"),
+        }
+        // The refused request was not counted in "s": it still has one slot.
+        counters.take_all(&[w("s", 3, 60)], t).expect("the refusal took nothing from s");
+        assert!(counters.take_all(&[w("s", 3, 60)], t).is_err());
+        counters.take_all(&[w("s", 3, 60)], t.plus_secs(60)).expect("the minute passed");
     }
 }

@@ -35,6 +35,9 @@ pub struct Service {
     pub mail: Arc<dyn MailTransport>,
     pub settings: Settings,
     pub limiter: limits::Limiter,
+    /// Windows counted through a port (the login-link limits), so that several servers can share
+    /// them once they share a database.
+    pub counters: Arc<dyn limits::Counters>,
     pub key_cache: cache::KeyCache,
 }
 
@@ -45,7 +48,15 @@ impl Service {
         mail: Arc<dyn MailTransport>,
         settings: Settings,
     ) -> Self {
-        Self { store, clock, mail, settings, limiter: Default::default(), key_cache: Default::default() }
+        Self {
+            store,
+            clock,
+            mail,
+            settings,
+            limiter: Default::default(),
+            counters: Arc::new(limits::MemoryCounters::default()),
+            key_cache: Default::default(),
+        }
     }
 }
 

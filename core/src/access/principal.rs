@@ -76,6 +76,7 @@ impl Principal {
                 Via::Key(k) => Some(k.id.get()),
                 _ => None,
             },
+            member_id: None,
         }
     }
 

@@ -27,12 +27,14 @@ impl Outcome {
     }
 }
 
-/// Who acted: a user through a session, a user through one of its API keys, or the operator at
-/// the command line (no user).
+/// Who acted: a user through a session, a user through one of its API keys, a subscriber through
+/// the self-service session (the member of the list it acted on), or the operator at the command
+/// line (none of them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Actor {
     pub user_id: Option<i64>,
     pub key_id: Option<i64>,
+    pub member_id: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -159,7 +159,7 @@ fn check_add(req: &AddMember) -> Result<(), MailingError> {
 }
 
 /// The policy a subscription meets: an archived list takes none.
-fn effective_policy(list: &MailingList) -> SubscriptionPolicy {
+pub(super) fn effective_policy(list: &MailingList) -> SubscriptionPolicy {
     match list.status {
         ListStatus::Archived => SubscriptionPolicy::Closed,
         ListStatus::Active => list.policies.subscription_policy,

@@ -16,6 +16,7 @@ pub mod export;
 pub mod idempotency;
 pub mod import;
 pub mod lists;
+pub mod me;
 pub mod members;
 pub mod model;
 pub mod ports;

@@ -12,7 +12,7 @@ use crate::kernel::{Page, Paged};
 use crate::storage::StoreError;
 
 /// One transaction of the mailing context. Dropped without `commit`, it rolls back.
-pub trait Tx: crate::access::ports::Tx + MailingRepo + IdempotencyRepo + SendRepo + WebhookRepo {}
+pub trait Tx: crate::access::ports::Tx + MailingRepo + IdempotencyRepo + SendRepo + WebhookRepo + MeRepo {}
 
 /// The database as the mailing context sees it.
 pub type Store = dyn crate::storage::Store<dyn Tx>;
@@ -257,4 +257,66 @@ pub trait WebhookRepo {
     fn release_delivery(&mut self, id: DeliveryId, now: Timestamp) -> Result<(), StoreError>;
     /// Deliveries by state (for tests and the queue view).
     fn delivery_counts(&mut self, webhook: WebhookId) -> Result<Vec<(DeliveryState, u64)>, StoreError>;
+}
+
+/// A login link's record (`/p/me/login/{token}`), found by the SHA-256 of its token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoginLinkRecord {
+    pub id: i64,
+    pub email: EmailAddress,
+    pub expires_at: Timestamp,
+    pub used_at: Option<Timestamp>,
+}
+
+/// A subscriber session's record (cookie `svc_subscriber`), found by the SHA-256 of its token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubscriberSessionRecord {
+    pub id: i64,
+    pub email: EmailAddress,
+    pub created_at: Timestamp,
+    pub last_seen_at: Timestamp,
+    /// The absolute ceiling.
+    pub expires_at: Timestamp,
+    pub revoked_at: Option<Timestamp>,
+}
+
+/// One subscription of an address, with the list it is on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubscriptionRecord {
+    pub member: Member,
+    pub list: MailingList,
+}
+
+/// Subscriber self-service: login links, sessions, and an address's subscriptions across lists.
+pub trait MeRepo {
+    fn insert_login_link(
+        &mut self,
+        token_hash: &str,
+        email: &EmailAddress,
+        now: Timestamp,
+        expires_at: Timestamp,
+    ) -> Result<(), StoreError>;
+    fn login_link_by_hash(&mut self, token_hash: &str) -> Result<Option<LoginLinkRecord>, StoreError>;
+    /// Marks the link used; `false` when it already was (two concurrent uses cannot both win).
+    fn use_login_link(&mut self, id: i64, now: Timestamp) -> Result<bool, StoreError>;
+
+    fn insert_subscriber_session(
+        &mut self,
+        token_hash: &str,
+        email: &EmailAddress,
+        now: Timestamp,
+        expires_at: Timestamp,
+    ) -> Result<i64, StoreError>;
+    fn subscriber_session_by_hash(&mut self, token_hash: &str) -> Result<Option<SubscriberSessionRecord>, StoreError>;
+    fn touch_subscriber_session(&mut self, id: i64, now: Timestamp) -> Result<(), StoreError>;
+    fn revoke_subscriber_session(&mut self, id: i64, now: Timestamp) -> Result<(), StoreError>;
+
+    /// The address's memberships in `statuses` (matched case-insensitively, as members are),
+    /// ordered by list id; the scope is applied in the query.
+    fn subscriptions_of(
+        &mut self,
+        email: &EmailAddress,
+        statuses: &[MemberStatus],
+        page: Page,
+    ) -> Result<Paged<SubscriptionRecord>, StoreError>;
 }

@@ -47,11 +47,16 @@ impl MemberState {
 pub enum Trigger {
     /// A subscription request under the list's policy.
     Subscribe(SubscriptionPolicy),
+    /// A request through the public subscription form: a confirmation mail first whatever the
+    /// policy (the form proves nothing about who typed the address); the policy applies once the
+    /// link is followed.
+    SubscribeByForm(SubscriptionPolicy),
     /// An administrator adds the address attesting consent (`force`, CSV import): active at once,
     /// whatever the policy.
     AddWithConsent,
-    /// The subscriber followed the confirmation link.
-    Confirm,
+    /// The subscriber followed the confirmation link, the list being under this policy now: a
+    /// moderated list holds the confirmed request for a moderator.
+    Confirm(SubscriptionPolicy),
     /// A moderator approved a pending subscription.
     Approve,
     /// A moderator rejected a pending subscription.
@@ -82,14 +87,29 @@ pub fn next(from: MemberState, trigger: Trigger) -> Result<MemberState, Refusal>
     use MemberState as S;
     use Trigger as T;
     match (from, trigger) {
-        (S::Active | S::Disabled, T::Subscribe(_) | T::AddWithConsent) => Err(Refusal::AlreadySubscribed),
-        (_, T::Subscribe(SubscriptionPolicy::Closed)) => Err(Refusal::Closed),
+        (S::Active | S::Disabled, T::Subscribe(_) | T::SubscribeByForm(_) | T::AddWithConsent) => {
+            Err(Refusal::AlreadySubscribed)
+        }
+        (_, T::Subscribe(SubscriptionPolicy::Closed) | T::SubscribeByForm(SubscriptionPolicy::Closed)) => {
+            Err(Refusal::Closed)
+        }
+        (S::Absent | S::Unsubscribed | S::Removed, T::SubscribeByForm(_)) => {
+            Ok(S::Pending(PendingReason::Confirmation))
+        }
+        (S::Pending(r), T::SubscribeByForm(_)) => Ok(S::Pending(r)),
         (S::Absent | S::Unsubscribed | S::Removed | S::Pending(_), T::AddWithConsent) => Ok(S::Active),
         (S::Absent | S::Unsubscribed | S::Removed, T::Subscribe(policy)) => Ok(admission(policy)),
         // Asking again while pending keeps the request where it is (a new confirmation mail goes
         // out for a confirmation): a changed policy does not skip a moderator's decision.
         (S::Pending(r), T::Subscribe(_)) => Ok(S::Pending(r)),
-        (S::Pending(PendingReason::Confirmation), T::Confirm) => Ok(S::Active),
+        (S::Pending(PendingReason::Confirmation), T::Confirm(SubscriptionPolicy::Closed)) => Err(Refusal::Closed),
+        (S::Pending(PendingReason::Confirmation), T::Confirm(SubscriptionPolicy::Moderate)) => {
+            Ok(S::Pending(PendingReason::Moderation))
+        }
+        (
+            S::Pending(PendingReason::Confirmation),
+            T::Confirm(SubscriptionPolicy::Open | SubscriptionPolicy::Confirm),
+        ) => Ok(S::Active),
         (S::Pending(PendingReason::Moderation), T::Approve) => Ok(S::Active),
         (S::Pending(PendingReason::Moderation), T::Reject) => Ok(S::Removed),
         (S::Pending(_) | S::Active | S::Disabled, T::Unsubscribe) => Ok(S::Unsubscribed),
@@ -98,7 +118,7 @@ pub fn next(from: MemberState, trigger: Trigger) -> Result<MemberState, Refusal>
         (S::Disabled, T::Reenable) => Ok(S::Active),
         (
             S::Absent | S::Pending(_) | S::Active | S::Disabled | S::Unsubscribed | S::Removed,
-            T::Confirm | T::Approve | T::Reject | T::Unsubscribe | T::Remove | T::DisableForBounces | T::Reenable,
+            T::Confirm(_) | T::Approve | T::Reject | T::Unsubscribe | T::Remove | T::DisableForBounces | T::Reenable,
         ) => Err(Refusal::NotApplicable),
     }
 }
@@ -149,13 +169,32 @@ mod tests {
 
     #[test]
     fn pending_requests_resolve_only_the_way_they_wait() {
-        assert_eq!(next(S::Pending(R::Confirmation), T::Confirm), Ok(S::Active));
-        assert_eq!(next(S::Pending(R::Moderation), T::Confirm), Err(Refusal::NotApplicable));
+        assert_eq!(next(S::Pending(R::Confirmation), T::Confirm(P::Confirm)), Ok(S::Active));
+        assert_eq!(next(S::Pending(R::Moderation), T::Confirm(P::Confirm)), Err(Refusal::NotApplicable));
         assert_eq!(next(S::Pending(R::Moderation), T::Approve), Ok(S::Active));
         assert_eq!(next(S::Pending(R::Confirmation), T::Approve), Err(Refusal::NotApplicable));
         assert_eq!(next(S::Pending(R::Moderation), T::Reject), Ok(S::Removed));
         assert_eq!(next(S::Pending(R::Moderation), T::Subscribe(P::Open)), Ok(S::Pending(R::Moderation)));
-        assert_eq!(next(S::Active, T::Confirm), Err(Refusal::NotApplicable), "a link used twice");
+        assert_eq!(next(S::Active, T::Confirm(P::Confirm)), Err(Refusal::NotApplicable), "a link used twice");
+    }
+
+    #[test]
+    fn the_public_form_always_asks_for_a_confirmation_then_follows_the_policy() {
+        for policy in [P::Open, P::Confirm, P::Moderate] {
+            for from in [S::Absent, S::Unsubscribed, S::Removed] {
+                assert_eq!(
+                    next(from, T::SubscribeByForm(policy)),
+                    Ok(S::Pending(R::Confirmation)),
+                    "{from:?} {policy:?}"
+                );
+            }
+        }
+        assert_eq!(next(S::Absent, T::SubscribeByForm(P::Closed)), Err(Refusal::Closed));
+        assert_eq!(next(S::Active, T::SubscribeByForm(P::Open)), Err(Refusal::AlreadySubscribed));
+        assert_eq!(next(S::Pending(R::Moderation), T::SubscribeByForm(P::Open)), Ok(S::Pending(R::Moderation)));
+        assert_eq!(next(S::Pending(R::Confirmation), T::Confirm(P::Open)), Ok(S::Active));
+        assert_eq!(next(S::Pending(R::Confirmation), T::Confirm(P::Moderate)), Ok(S::Pending(R::Moderation)));
+        assert_eq!(next(S::Pending(R::Confirmation), T::Confirm(P::Closed)), Err(Refusal::Closed));
     }
 
     #[test]

@@ -3,9 +3,9 @@
 
 use super::MailingError;
 use super::Service;
-use super::lists;
 use super::model::{Consent, MailingList, MemberId};
 use super::state::{self, MemberState, Trigger};
+use super::{lists, members};
 use crate::kernel::{EmailAddress, EventName, Notice, Timestamp, secrets};
 use crate::mailing::ports::Tx;
 use crate::storage::{StoreError, in_read, in_write};
@@ -44,6 +44,9 @@ pub struct Pending {
     pub list_address: String,
     pub list_display_name: String,
     pub email: EmailAddress,
+    /// Where the confirmation left the subscription: active, or waiting for a moderator (a
+    /// moderated list).
+    pub now_active: bool,
 }
 
 /// Why a link does not work. One message for the page: unknown, used and expired links are not
@@ -73,12 +76,18 @@ fn find(app: &Service, token: &str) -> Result<Option<(i64, super::model::Member,
 /// scanner that follows links cannot subscribe anyone).
 pub fn peek(app: &Service, token: &str) -> Result<Result<Pending, LinkUnusable>, MailingError> {
     Ok(match find(app, token)? {
-        Some((_, m, l)) => Ok(Pending { list_address: l.address(), list_display_name: l.display_name, email: m.email }),
+        Some((_, m, l)) => Ok(Pending {
+            list_address: l.address(),
+            list_display_name: l.display_name,
+            email: m.email,
+            now_active: false,
+        }),
         None => Err(LinkUnusable),
     })
 }
 
-/// Uses the link: the pending member becomes active (`subscription.confirmed`, `member.added`).
+/// Uses the link: the pending member becomes active (`subscription.confirmed`, `member.added`),
+/// or, on a moderated list, waits for a moderator (`subscription.pending`).
 pub fn confirm(
     app: &Service,
     token: &str,
@@ -90,10 +99,11 @@ pub fn confirm(
         if !tx.use_token(token_id, now)? {
             return Ok(Err(LinkUnusable));
         }
-        // Read again under the write lock: the state may have moved since the link was found.
+        // Read again under the write lock: the state and the policy may have moved since.
         let Some(mut m) = tx.find_member(found.id)? else { return Ok(Err(LinkUnusable)) };
+        let list = tx.list_by_id(list.id)?.unwrap_or(list);
         let from = MemberState::of(m.status, m.pending_reason);
-        let Ok(to) = state::next(from, Trigger::Confirm) else {
+        let Ok(to) = state::next(from, Trigger::Confirm(members::effective_policy(&list))) else {
             tracing::info!(member = m.id.get(), state = ?from, "confirmation of a member that is not waiting for one");
             return Ok(Err(LinkUnusable));
         };
@@ -104,16 +114,30 @@ pub fn confirm(
             ip: source_ip,
             at: now,
         })?;
+        let now_active = to == MemberState::Active;
         m.status = status;
         m.pending_reason = reason;
-        m.subscribed_at = Some(now);
+        if now_active {
+            m.subscribed_at = Some(now);
+        }
         m.consent_source = Some("double_opt_in".into());
         m.consent_at = Some(now);
         tx.update_member(&m, Some(consent_id), now)?;
         let data =
             json!({ "member_id": m.id.get(), "email": m.email.to_string(), "delivery_mode": m.delivery_mode.as_str() });
-        lists::emit(tx, EventName::SubscriptionConfirmed, &list, data.clone(), now)?;
-        lists::emit(tx, EventName::MemberAdded, &list, data, now)?;
-        Ok(Ok(Pending { list_address: list.address(), list_display_name: list.display_name, email: m.email }))
+        if now_active {
+            lists::emit(tx, EventName::SubscriptionConfirmed, &list, data.clone(), now)?;
+            lists::emit(tx, EventName::MemberAdded, &list, data, now)?;
+        } else {
+            let mut data = data;
+            data["pending_reason"] = json!("moderation");
+            lists::emit(tx, EventName::SubscriptionPending, &list, data, now)?;
+        }
+        Ok(Ok(Pending {
+            list_address: list.address(),
+            list_display_name: list.display_name,
+            email: m.email,
+            now_active,
+        }))
     })
 }

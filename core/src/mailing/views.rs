@@ -89,6 +89,28 @@ pub fn member(m: &Member) -> Value {
     })
 }
 
+/// One subscription of a subscriber (`GET /me/subscriptions`): the list, and how the address
+/// stands on it.
+pub fn subscription(s: &super::ports::SubscriptionRecord) -> Value {
+    json!({
+        "list_id": s.list.id.get(),
+        "list_address": s.list.address(),
+        "display_name": s.list.display_name,
+        "delivery_mode": s.member.delivery_mode.as_str(),
+        "status": s.member.status.as_str(),
+        "subscribed_at": time(s.member.subscribed_at),
+    })
+}
+
+/// The subscriber session (`GET /me/session`): address, expiry, CSRF token.
+pub fn subscriber_session(s: &super::me::Subscriber) -> Value {
+    json!({
+        "email": s.email.to_string(),
+        "expires_at": s.expires_at.to_rfc3339(),
+        "csrf_token": s.csrf_token,
+    })
+}
+
 pub fn import_report(r: &ImportReport) -> Value {
     json!({
         "total": r.total,

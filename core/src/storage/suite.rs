@@ -25,7 +25,7 @@ fn audit(action: &str, at: i64, user: Option<i64>) -> NewAuditEntry {
     NewAuditEntry {
         at: Timestamp::from_unix_secs(at),
         request_id: RequestId::internal("suite"),
-        actor: Actor { user_id: user, key_id: None },
+        actor: Actor { user_id: user, key_id: None, member_id: None },
         action: action.to_owned(),
         target: "domain:example.org".to_owned(),
         outcome: Outcome::Done,

@@ -188,6 +188,7 @@ async fn audit(State(state): State<AppState>, Auth(p): Auth, RawQuery(raw): RawQ
             json!({
                 "id": e.id.get(), "at": e.at.to_rfc3339(), "request_id": e.request_id,
                 "actor_user_id": e.actor.user_id, "actor_key_id": e.actor.key_id,
+                "actor_member_id": e.actor.member_id,
                 "action": e.action, "target": e.target, "outcome": e.outcome.as_str(),
             })
         })

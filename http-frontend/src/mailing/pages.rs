@@ -1,5 +1,6 @@
 //! Pages for people (`/p/...`), linked from mails: small HTML forms over the same core calls.
 
+use super::layout::{Lang, alert, invalid_link, note, page};
 use crate::AppState;
 use crate::auth::Ctx;
 use crate::blocking::run_blocking;
@@ -10,11 +11,12 @@ use crate::routes::{Access, Api, Param, ParamKind, Route, Success};
 use crate::schema;
 use axum::body::Body;
 use axum::extract::{Path, State};
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::on;
 use courrier_core::access::{AccessError, users};
 use courrier_core::mailing::{delivery, subscriptions};
-use http::{Method, StatusCode};
+use http::{HeaderMap, Method, StatusCode};
+use maud::{Markup, html};
 
 const TOKEN: &[Param] = &[Param { name: "token", kind: ParamKind::Text, description: "the link's token" }];
 /// A form post holds a password or two: 16 KiB is plenty.
@@ -35,7 +37,7 @@ pub static ROUTES: &[Route] = &[
         success: Success::Raw("text/html", schema::STRING),
         body_limit: FORM_LIMIT,
         errors: &[404],
-        handler: |m| on(m, password_form),
+        handler: |m| on(m, password_form_page),
     },
     Route {
         method: Method::POST,
@@ -151,50 +153,35 @@ pub static ROUTES: &[Route] = &[
     },
 ];
 
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;").replace('\'', "&#39;")
+fn password_form(lang: Lang, email: &str, error: Option<&str>) -> Markup {
+    html! {
+        p {
+            (lang.t("Choose the password of ", "Choisissez le mot de passe de ")) b { (email) }
+            (lang.t(" (at least 12 characters).", " (12 caractères au moins)."))
+        }
+        @if let Some(e) = error { (alert(e)) }
+        form method="post" {
+            label for="password" { (lang.t("Password", "Mot de passe")) }
+            input id="password" type="password" name="password" required minlength="12" autocomplete="new-password";
+            label for="password_confirmation" { (lang.t("Again", "Encore une fois")) }
+            input id="password_confirmation" type="password" name="password_confirmation" required minlength="12" autocomplete="new-password";
+            button type="submit" { (lang.t("Set the password", "Enregistrer le mot de passe")) }
+        }
+    }
 }
 
-fn page(status: StatusCode, title: &str, body: &str) -> Response {
-    let html = format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\">\
-         <meta name=\"referrer\" content=\"no-referrer\"><title>{t}</title></head>\
-         <body style=\"font-family:sans-serif;max-width:32em;margin:3em auto\"><h1>{t}</h1>{body}</body></html>",
-        t = escape(title)
-    );
-    let mut resp = (status, Html(html)).into_response();
-    // The token is in the URL: no caching, no referrer, no framing.
-    let h = resp.headers_mut();
-    h.insert(http::header::CACHE_CONTROL, http::HeaderValue::from_static("no-store"));
-    h.insert("x-frame-options", http::HeaderValue::from_static("DENY"));
-    resp
-}
-
-fn form(email: &str, error: Option<&str>) -> String {
-    let error = error.map(|e| format!("<p role=\"alert\" style=\"color:#a00\">{}</p>", escape(e))).unwrap_or_default();
-    format!(
-        "<p>Choose the password of <b>{}</b> (at least 12 characters).</p>{error}\
-         <form method=\"post\"><p><label>Password<br><input type=\"password\" name=\"password\" required minlength=\"12\" autocomplete=\"new-password\"></label></p>\
-         <p><label>Again<br><input type=\"password\" name=\"password_confirmation\" required minlength=\"12\" autocomplete=\"new-password\"></label></p>\
-         <p><button type=\"submit\">Set the password</button></p></form>",
-        escape(email)
-    )
-}
-
-fn invalid_link() -> Response {
-    page(
-        StatusCode::NOT_FOUND,
-        "Link not valid",
-        "<p>This link is not valid: it was used already, it expired, or it was mistyped.</p>",
-    )
-}
-
-async fn password_form(State(state): State<AppState>, Path(token): Path<String>) -> Result<Response, ApiError> {
+async fn password_form_page(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(token): Path<String>,
+) -> Result<Response, ApiError> {
+    let lang = Lang::of(&headers);
     let app = state.access.clone();
     let found = run_blocking(move || Ok(users::password_token_user(&app, &token))).await?;
+    let title = lang.t("Set your password", "Choisissez votre mot de passe");
     Ok(match found {
-        Ok(user) => page(StatusCode::OK, "Set your password", &form(&user.email.to_string(), None)),
-        Err(AccessError::NotFound(_)) => invalid_link(),
+        Ok(user) => page(lang, StatusCode::OK, title, password_form(lang, &user.email.to_string(), None)),
+        Err(AccessError::NotFound(_)) => invalid_link(lang),
         Err(e) => return Err(e.into()),
     })
 }
@@ -202,9 +189,11 @@ async fn password_form(State(state): State<AppState>, Path(token): Path<String>)
 async fn password_submit(
     State(state): State<AppState>,
     Ctx(ctx): Ctx,
+    headers: HeaderMap,
     Path(token): Path<String>,
     body: Body,
 ) -> Result<Response, ApiError> {
+    let lang = Lang::of(&headers);
     let bytes = read_limited(body, FORM_LIMIT, state.body_read_timeout).await?;
     let text = String::from_utf8_lossy(&bytes);
     let mut password = None;
@@ -221,99 +210,135 @@ async fn password_submit(
     let t = token.clone();
     let user = match run_blocking(move || Ok(users::password_token_user(&app, &t))).await? {
         Ok(u) => u,
-        Err(AccessError::NotFound(_)) => return Ok(invalid_link()),
+        Err(AccessError::NotFound(_)) => return Ok(invalid_link(lang)),
         Err(e) => return Err(e.into()),
     };
     let email = user.email.to_string();
+    let title = lang.t("Set your password", "Choisissez votre mot de passe");
     let (Some(password), Some(confirmation)) = (password, confirmation) else {
-        return Ok(page(StatusCode::BAD_REQUEST, "Set your password", &form(&email, Some("Fill in both fields."))));
+        let form = password_form(lang, &email, Some(lang.t("Fill in both fields.", "Remplissez les deux champs.")));
+        return Ok(page(lang, StatusCode::BAD_REQUEST, title, form));
     };
     if password != confirmation {
-        return Ok(page(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "Set your password",
-            &form(&email, Some("The two passwords differ.")),
-        ));
+        let form =
+            password_form(lang, &email, Some(lang.t("The two passwords differ.", "Les deux mots de passe diffèrent.")));
+        return Ok(page(lang, StatusCode::UNPROCESSABLE_ENTITY, title, form));
     }
     let app = state.access.clone();
     Ok(match run_blocking(move || Ok(users::set_password_with_token(&app, &ctx, &token, &password))).await? {
-        Ok(_) => page(StatusCode::OK, "Password set", "<p>Your password is set. You can sign in now.</p>"),
-        Err(AccessError::NotFound(_)) => invalid_link(),
+        Ok(_) => page(
+            lang,
+            StatusCode::OK,
+            lang.t("Password set", "Mot de passe enregistré"),
+            html! { p { (lang.t("Your password is set. You can sign in now.", "Votre mot de passe est enregistré. Vous pouvez vous connecter.")) } },
+        ),
+        Err(AccessError::NotFound(_)) => invalid_link(lang),
         Err(AccessError::Invalid(why)) => {
-            page(StatusCode::UNPROCESSABLE_ENTITY, "Set your password", &form(&email, Some(&why)))
+            page(lang, StatusCode::UNPROCESSABLE_ENTITY, title, password_form(lang, &email, Some(&why)))
         }
         Err(e) => return Err(e.into()),
     })
 }
 
-async fn confirm_form(State(state): State<AppState>, Path(token): Path<String>) -> Result<Response, ApiError> {
+async fn confirm_form(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(token): Path<String>,
+) -> Result<Response, ApiError> {
+    let lang = Lang::of(&headers);
     let app = state.mailing.clone();
     let found = run_blocking(move || Ok(subscriptions::peek(&app, &token)?)).await?;
     Ok(match found {
         Ok(p) => page(
+            lang,
             StatusCode::OK,
-            "Confirm your subscription",
-            &format!(
-                "<p>Subscribe <b>{}</b> to <b>{}</b> ({})?</p>\
-                 <form method=\"post\"><p><button type=\"submit\">Confirm my subscription</button></p></form>\
-                 <p>If you did not ask for this, close this page: nothing happens without the button.</p>",
-                escape(&p.email.to_string()),
-                escape(&p.list_display_name),
-                escape(&p.list_address)
-            ),
+            lang.t("Confirm your subscription", "Confirmez votre abonnement"),
+            html! {
+                p {
+                    (lang.t("Subscribe ", "Abonner ")) b { (p.email.to_string()) }
+                    (lang.t(" to ", " à ")) b { (p.list_display_name) } " (" (p.list_address) ")?"
+                }
+                form method="post" {
+                    button type="submit" { (lang.t("Confirm my subscription", "Confirmer mon abonnement")) }
+                }
+                p class="note" { (lang.t(
+                    "If you did not ask for this, close this page: nothing happens without the button.",
+                    "Si vous n'avez rien demandé, fermez cette page : rien ne se passe sans le bouton.",
+                )) }
+            },
         ),
-        Err(subscriptions::LinkUnusable) => invalid_link(),
+        Err(subscriptions::LinkUnusable) => invalid_link(lang),
     })
 }
 
 async fn confirm_submit(
     State(state): State<AppState>,
     Ctx(ctx): Ctx,
+    headers: HeaderMap,
     Path(token): Path<String>,
     body: Body,
 ) -> Result<Response, ApiError> {
+    let lang = Lang::of(&headers);
     // The form has no fields; its body is read (bounded) only so the connection stays usable.
     read_limited(body, FORM_LIMIT, state.body_read_timeout).await?;
     let app = state.mailing.clone();
     let done = run_blocking(move || Ok(subscriptions::confirm(&app, &token, ctx.source)?)).await?;
     Ok(match done {
-        Ok(p) => page(
+        Ok(p) if p.now_active => page(
+            lang,
             StatusCode::OK,
-            "Subscription confirmed",
-            &format!(
-                "<p><b>{}</b> is now subscribed to <b>{}</b> ({}).</p>",
-                escape(&p.email.to_string()),
-                escape(&p.list_display_name),
-                escape(&p.list_address)
-            ),
+            lang.t("Subscription confirmed", "Abonnement confirmé"),
+            html! { p {
+                b { (p.email.to_string()) } (lang.t(" is now subscribed to ", " est maintenant abonné à "))
+                b { (p.list_display_name) } " (" (p.list_address) ")."
+            } },
         ),
-        Err(subscriptions::LinkUnusable) => invalid_link(),
+        Ok(p) => page(
+            lang,
+            StatusCode::OK,
+            lang.t("Address confirmed", "Adresse confirmée"),
+            html! { p {
+                b { (p.email.to_string()) } (lang.t(" is confirmed; a moderator of ", " est confirmée ; un modérateur de "))
+                b { (p.list_display_name) } " (" (p.list_address) ")"
+                (lang.t(" will now decide on the subscription.", " va maintenant décider de l'abonnement."))
+            } },
+        ),
+        Err(subscriptions::LinkUnusable) => invalid_link(lang),
     })
 }
 
-async fn unsubscribe_form(State(state): State<AppState>, Path(token): Path<String>) -> Result<Response, ApiError> {
+async fn unsubscribe_form(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(token): Path<String>,
+) -> Result<Response, ApiError> {
+    let lang = Lang::of(&headers);
     let app = state.mailing.clone();
     let found = run_blocking(move || Ok(delivery::unsubscribe_peek(&app, &token)?)).await?;
     Ok(match found {
         Some(s) => page(
+            lang,
             StatusCode::OK,
-            "Unsubscribe",
-            &format!(
-                "<p>Stop sending <b>{}</b> to <b>{}</b>?</p>\
-                 <form method=\"post\"><p><button type=\"submit\">Unsubscribe</button></p></form>",
-                escape(&s.list_address),
-                escape(&s.email)
-            ),
+            lang.t("Unsubscribe", "Se désabonner"),
+            html! {
+                p {
+                    (lang.t("Stop sending ", "Ne plus envoyer ")) b { (s.list_address) }
+                    (lang.t(" to ", " à ")) b { (s.email) } "?"
+                }
+                form method="post" { button type="submit" { (lang.t("Unsubscribe", "Me désabonner")) } }
+            },
         ),
-        None => invalid_link(),
+        None => invalid_link(lang),
     })
 }
 
 async fn unsubscribe_submit(
     State(state): State<AppState>,
+    headers: HeaderMap,
     Path(token): Path<String>,
     body: Body,
 ) -> Result<Response, ApiError> {
+    let lang = Lang::of(&headers);
     // The body is the page's empty form or RFC 8058's `List-Unsubscribe=One-Click`: either
     // unsubscribes; it is read (bounded) so the connection stays usable.
     read_limited(body, FORM_LIMIT, state.body_read_timeout).await?;
@@ -321,54 +346,70 @@ async fn unsubscribe_submit(
     let done = run_blocking(move || Ok(delivery::unsubscribe(&app, &token)?)).await?;
     Ok(match done {
         Some(s) => page(
+            lang,
             StatusCode::OK,
-            "Unsubscribed",
-            &format!(
-                "<p><b>{}</b> will receive nothing more from <b>{}</b>.</p>",
-                escape(&s.email),
-                escape(&s.list_address)
-            ),
+            lang.t("Unsubscribed", "Désabonné"),
+            html! { p {
+                b { (s.email) } (lang.t(" will receive nothing more from ", " ne recevra plus rien de ")) b { (s.list_address) } "."
+            } },
         ),
-        None => invalid_link(),
+        None => invalid_link(lang),
     })
 }
 
 /// The value of `name` in an `a=1&b=2` text (a query or a form); a bad escape reads as absent.
-fn form_value(text: &str, name: &str) -> Option<String> {
+pub(crate) fn form_value(text: &str, name: &str) -> Option<String> {
     text.split('&').find_map(|pair| {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
         (decode(k).ok()? == name).then(|| decode(v).ok()).flatten()
     })
 }
 
-fn forgot_page(status: StatusCode, email: &str, note: Option<&str>) -> Response {
-    let note = note.map(|n| format!("<p role=\"status\">{}</p>", escape(n))).unwrap_or_default();
+fn forgot_page(lang: Lang, status: StatusCode, email: &str, message: Option<&str>) -> Response {
     page(
+        lang,
         status,
-        "Forgotten password",
-        &format!(
-            "{note}<p>Type the address of your account: a link to sign in and choose a new password is mailed to it.</p>\
-             <form method=\"post\" action=\"/forgot-password\"><p><label>Address<br><input type=\"email\" name=\"email\" required maxlength=\"254\" value=\"{}\" autocomplete=\"email\"></label></p>\
-             <p><button type=\"submit\">Mail me a sign-in link</button></p></form>",
-            escape(email)
-        ),
+        lang.t("Forgotten password", "Mot de passe oublié"),
+        html! {
+            @if let Some(m) = message { (note(m)) }
+            p { (lang.t(
+                "Type the address of your account: a link to sign in and choose a new password is mailed to it.",
+                "Tapez l'adresse de votre compte : un lien pour vous connecter et choisir un nouveau mot de passe y sera envoyé.",
+            )) }
+            form method="post" action="/forgot-password" {
+                label for="email" { (lang.t("Address", "Adresse")) }
+                input id="email" type="email" name="email" required maxlength="254" value=(email) autocomplete="email";
+                button type="submit" { (lang.t("Mail me a sign-in link", "M'envoyer un lien de connexion")) }
+            }
+        },
     )
 }
 
-async fn forgot_form(uri: http::Uri) -> Response {
+async fn forgot_form(headers: HeaderMap, uri: http::Uri) -> Response {
     let email = uri.query().and_then(|q| form_value(q, "email")).unwrap_or_default();
-    forgot_page(StatusCode::OK, email.trim(), None)
+    forgot_page(Lang::of(&headers), StatusCode::OK, email.trim(), None)
 }
 
 /// Counts the request against the address and the source (429 past the limits), answers the same
 /// page whatever the address, and looks the account up and mails the link after answering, so
 /// that neither the page nor its timing tells whether the address has an account.
-async fn forgot_submit(State(state): State<AppState>, Ctx(ctx): Ctx, body: Body) -> Result<Response, ApiError> {
+async fn forgot_submit(
+    State(state): State<AppState>,
+    Ctx(ctx): Ctx,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let lang = Lang::of(&headers);
     let bytes = read_limited(body, FORM_LIMIT, state.body_read_timeout).await?;
     let email = form_value(&String::from_utf8_lossy(&bytes), "email").unwrap_or_default();
     let email: String = email.trim().chars().take(254).collect();
     if email.is_empty() {
-        return Ok(forgot_page(StatusCode::UNPROCESSABLE_ENTITY, "", Some("Type an address.")));
+        return Ok(forgot_page(
+            lang,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "",
+            Some(lang.t("Type an address.", "Tapez une adresse.")),
+        ));
     }
     let app = state.access.clone();
     let (address, request) = (email.clone(), ctx.clone());
@@ -376,9 +417,13 @@ async fn forgot_submit(State(state): State<AppState>, Ctx(ctx): Ctx, body: Body)
         Ok(()) => {}
         Err(AccessError::RateLimited { retry_after }) => {
             let mut resp = forgot_page(
+                lang,
                 StatusCode::TOO_MANY_REQUESTS,
                 &email,
-                Some("Too many links were asked for lately: try again later."),
+                Some(lang.t(
+                    "Too many links were asked for lately: try again later.",
+                    "Trop de liens ont été demandés récemment : réessayez plus tard.",
+                )),
             );
             resp.headers_mut().insert(http::header::RETRY_AFTER, http::HeaderValue::from(retry_after));
             return Ok(resp);
@@ -396,11 +441,15 @@ async fn forgot_submit(State(state): State<AppState>, Ctx(ctx): Ctx, body: Body)
         }
     });
     Ok(page(
+        lang,
         StatusCode::OK,
-        "Check your mail",
-        &format!(
-            "<p>If <b>{}</b> is the address of an account, a sign-in link is on its way to it. It works once, for one hour.</p>",
-            escape(&email)
-        ),
+        lang.t("Check your mail", "Consultez votre messagerie"),
+        html! { p {
+            (lang.t("If ", "Si ")) b { (email) }
+            (lang.t(
+                " is the address of an account, a sign-in link is on its way to it. It works once, for one hour.",
+                " est l'adresse d'un compte, un lien de connexion y est envoyé. Il sert une fois, pendant une heure.",
+            ))
+        } },
     ))
 }

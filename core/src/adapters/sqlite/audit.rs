@@ -7,8 +7,8 @@ impl AuditRepo for SqliteTx {
     fn append_audit(&mut self, e: &NewAuditEntry) -> Result<AuditId, StoreError> {
         self.conn()
             .prepare_cached(
-                "INSERT INTO audit_log (at, request_id, actor_user_id, actor_key_id, action, target, outcome)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                "INSERT INTO audit_log (at, request_id, actor_user_id, actor_key_id, actor_member_id, action, target, outcome)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             )
             .and_then(|mut st| {
                 st.execute(rusqlite::params![
@@ -16,6 +16,7 @@ impl AuditRepo for SqliteTx {
                     e.request_id.as_str(),
                     e.actor.user_id,
                     e.actor.key_id,
+                    e.actor.member_id,
                     e.action,
                     e.target,
                     e.outcome.as_str(),
@@ -56,7 +57,7 @@ impl AuditRepo for SqliteTx {
         let n = args.len();
         let mut st = conn
             .prepare_cached(&format!(
-                "SELECT id, at, request_id, actor_user_id, actor_key_id, action, target, outcome
+                "SELECT id, at, request_id, actor_user_id, actor_key_id, action, target, outcome, actor_member_id
                  FROM audit_log {filter} ORDER BY at DESC, id DESC LIMIT ?{} OFFSET ?{}",
                 n + 1,
                 n + 2
@@ -69,7 +70,7 @@ impl AuditRepo for SqliteTx {
                     id: AuditId::from_stored(r.get(0)?),
                     at: Timestamp::from_unix_micros(r.get(1)?),
                     request_id: r.get(2)?,
-                    actor: Actor { user_id: r.get(3)?, key_id: r.get(4)? },
+                    actor: Actor { user_id: r.get(3)?, key_id: r.get(4)?, member_id: r.get(8)? },
                     action: r.get(5)?,
                     target: r.get(6)?,
                     // The CHECK constraint admits only the three spellings.

@@ -70,10 +70,11 @@ fn list_row(r: &Row<'_>) -> rusqlite::Result<MailingList> {
     })
 }
 
-const MEMBER_COLUMNS: &str = "id, list_id, email, display_name, status, pending_reason, delivery_mode, bounce_score,
+pub(super) const MEMBER_COLUMNS: &str =
+    "id, list_id, email, display_name, status, pending_reason, delivery_mode, bounce_score,
     subscribed_at, last_bounce_at, disabled_reason, disabled_at, consent_source, consent_at, created_at, updated_at";
 
-fn member_row(r: &Row<'_>) -> rusqlite::Result<Member> {
+pub(super) fn member_row(r: &Row<'_>) -> rusqlite::Result<Member> {
     let email: String = r.get(2)?;
     let reason: Option<String> = r.get(5)?;
     Ok(Member {

@@ -28,6 +28,7 @@ const MIGRATIONS: &[Migration] = &[
         name: "member_insert_tally",
         sql: include_str!("migrations/0012_member_insert_tally.sql"),
     },
+    Migration { version: 13, name: "subscribers", sql: include_str!("migrations/0013_subscribers.sql") },
     Migration { version: 14, name: "access_version", sql: include_str!("migrations/0014_access_version.sql") },
 ];
 

@@ -17,6 +17,7 @@ mod migrations;
 mod ocr;
 mod outbox;
 mod search;
+mod selfservice;
 mod sends;
 mod webhooks;
 

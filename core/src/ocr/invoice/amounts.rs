@@ -12,7 +12,7 @@ static AMOUNT: LazyLock<Regex> = LazyLock::new(|| {
 static WHOLE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?:^|[^\d.,])(\d{1,3}(?:[ .,'\u{a0}]\d{3})+|\d{1,7})(?:[^\d.,%]|$)").expect("regex"));
 static PERCENT: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"(?:^|[^\d.,])(\d{1,2}(?:[.,]\d{1,3})?)\s?%").expect("regex"));
+    LazyLock::new(|| Regex::new(r"(?:^|[^\d.,]|\p{L}\.)(\d{1,2}(?:[.,]\d{1,3})?)\s?%").expect("regex"));
 
 /// Reads `1.234,56` or `1,234.56`: the last `.` or `,` before two final digits is the decimal
 /// point, every other separator groups thousands.
@@ -112,6 +112,8 @@ pub fn currency(s: &str) -> Option<(String, usize)> {
         ("SEK", "SEK"),
         ("DKK", "DKK"),
         ("PLN", "PLN"),
+        ("zł", "PLN"),
+        ("zl", "PLN"),
         ("CAD", "CAD"),
         ("JPY", "JPY"),
     ];
@@ -161,6 +163,8 @@ mod tests {
         assert_eq!(find("NL810433941B01", Whole::Accept), None);
         let rates: Vec<String> = percents("TVA 20,0% et 5,5 %").iter().map(|(_, a)| a.to_string()).collect();
         assert_eq!(rates, ["20.00", "5.50"]);
+        let glued: Vec<String> = percents("USt.19%   621,37").iter().map(|(_, a)| a.to_string()).collect();
+        assert_eq!(glued, ["19.00"], "a rate glued to its label's dot");
         assert_eq!(currency("Total 12,00 € ... 3,00 €").map(|c| c.0).as_deref(), Some("EUR"));
         assert_eq!(currency("Amount USD 4.11").map(|c| c.0).as_deref(), Some("USD"));
     }

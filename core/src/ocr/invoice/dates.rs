@@ -1,6 +1,7 @@
 //! Dates as invoices print them: numeric (`14/11/2026`, `14.11.26`, `2026-11-14`, US `11/17/2017`)
-//! and with month names in French, German, Italian and English (`14 novembre 2026`,
-//! `14. Nov. 2026`, `Aug 3, 2014`).
+//! and with month names in French, German, Dutch, Italian, English, Spanish and Polish
+//! (`14 novembre 2026`, `14. März 2026`, `14 mei 2026`, `Aug 3, 2014`, `3 de octubre de 2026`,
+//! `14 stycznia 2026`: Polish names the month in the genitive).
 
 use regex::Regex;
 use std::sync::LazyLock;
@@ -57,29 +58,72 @@ static NUMERIC: LazyLock<Regex> = LazyLock::new(|| {
 static ISO: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?:^|[^\d])(\d{4})-(\d{2})-(\d{2})(?:[^\d]|$)").expect("regex"));
 static DAY_MONTH_YEAR: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)(?:^|[^\d])(\d{1,2})(?:er|st|nd|rd|th)?\.?\s*([[:alpha:]éèûôäü]{3,10})\.?,?\s+(\d{4})")
+    Regex::new(r"(?i)(?:^|[^\d])(\d{1,2})(?:er|st|nd|rd|th)?\.?\s*(?:de\s+)?(\p{L}{3,12})\.?,?\s+(?:de\s+)?(\d{4})")
         .expect("regex")
 });
-static MONTH_DAY_YEAR: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)([[:alpha:]éèûôäü]{3,10})\.?\s+(\d{1,2})(?:st|nd|rd|th)?\s?,?\s+(\d{4})").expect("regex")
-});
+static MONTH_DAY_YEAR: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?i)(\p{L}{3,12})\.?\s+(\d{1,2})(?:st|nd|rd|th)?\s?,?\s+(\d{4})").expect("regex"));
 
-/// The month a name means, in fr/de/it/en (full or abbreviated, accents optional).
+/// The month a name means, in fr/de/nl/it/en/es/pl (full or abbreviated, accents optional;
+/// Polish in the nominative and the genitive).
 fn month(name: &str) -> Option<u32> {
     let n = super::text::fold(name).trim_end_matches('.').to_owned();
     const MONTHS: [&[&str]; 12] = [
-        &["janvier", "janv", "jan", "januar", "jaenner", "janner", "gennaio", "genn", "gen", "january"],
-        &["fevrier", "fevr", "fev", "februar", "feb", "febbraio", "febr", "february"],
-        &["mars", "mar", "maerz", "marz", "marzo", "march"],
-        &["avril", "avr", "april", "apr", "aprile"],
-        &["mai", "maggio", "mag", "may"],
-        &["juin", "juni", "jun", "giugno", "giu", "june"],
-        &["juillet", "juil", "juli", "jul", "luglio", "lug", "july"],
-        &["aout", "august", "aug", "agosto", "ago"],
-        &["septembre", "sept", "sep", "september", "settembre", "sett", "set"],
-        &["octobre", "oct", "oktober", "okt", "ottobre", "ott", "october"],
-        &["novembre", "nov", "november"],
-        &["decembre", "dec", "dezember", "dez", "dicembre", "dic", "december"],
+        &[
+            "janvier", "janv", "jan", "januar", "jaenner", "janner", "gennaio", "genn", "gen", "january", "januari",
+            "enero", "ene", "styczen", "stycznia", "sty",
+        ],
+        &[
+            "fevrier", "fevr", "fev", "februar", "feb", "febbraio", "febr", "february", "februari", "febrero", "luty",
+            "lutego", "lut",
+        ],
+        &["mars", "mar", "maerz", "marz", "marzo", "march", "maart", "mrt", "marzec", "marca"],
+        &["avril", "avr", "april", "apr", "aprile", "abril", "abr", "kwiecien", "kwietnia", "kwi"],
+        &["mai", "maggio", "mag", "may", "mei", "mayo", "maj", "maja"],
+        &["juin", "juni", "jun", "giugno", "giu", "june", "junio", "czerwiec", "czerwca", "cze"],
+        &["juillet", "juil", "juli", "jul", "luglio", "lug", "july", "julio", "lipiec", "lipca", "lip"],
+        &["aout", "august", "aug", "agosto", "ago", "augustus", "sierpien", "sierpnia", "sie"],
+        &[
+            "septembre",
+            "sept",
+            "sep",
+            "september",
+            "settembre",
+            "sett",
+            "set",
+            "septiembre",
+            "setiembre",
+            "wrzesien",
+            "wrzesnia",
+            "wrz",
+        ],
+        &[
+            "octobre",
+            "oct",
+            "oktober",
+            "okt",
+            "ottobre",
+            "ott",
+            "october",
+            "octubre",
+            "pazdziernik",
+            "pazdziernika",
+            "paz",
+        ],
+        &["novembre", "nov", "november", "noviembre", "listopad", "listopada", "lis"],
+        &[
+            "decembre",
+            "dec",
+            "dezember",
+            "dez",
+            "dicembre",
+            "dic",
+            "december",
+            "diciembre",
+            "grudzien",
+            "grudnia",
+            "gru",
+        ],
     ];
     MONTHS.iter().position(|names| names.contains(&n.as_str())).map(|i| i as u32 + 1)
 }
@@ -107,8 +151,18 @@ pub fn day_order(text: &str) -> Option<DayOrder> {
     }
 }
 
+/// A month name the engine split after its capital ("J uli", "M ärz").
+static SPLIT_CAPITAL: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\b(\p{Lu}) (\p{Ll}{2,})").expect("regex"));
+
 /// Every date in `s`, in order of position.
 pub fn find_all(s: &str, order: DayOrder) -> Vec<(usize, Date)> {
+    let joined;
+    let s = if SPLIT_CAPITAL.is_match(s) {
+        joined = SPLIT_CAPITAL.replace_all(s, "$1$2");
+        joined.as_ref()
+    } else {
+        s
+    };
     let mut out = Vec::new();
     for c in ISO.captures_iter(s) {
         let m = c.get(1).map_or(0, |m| m.start());
@@ -185,5 +239,18 @@ mod tests {
         assert_eq!(Date::parse_machine("20171113").map(|d| d.iso()).as_deref(), Some("2017-11-13"));
         assert_eq!(Date::parse_machine("2017-11-13").map(|d| d.iso()).as_deref(), Some("2017-11-13"));
         assert_eq!(Date::parse_machine("2017113"), None);
+    }
+
+    #[test]
+    fn march_in_german_may_in_dutch_and_january_in_polish_are_dates() {
+        use DayOrder::*;
+        check("Rechnungsdatum: 3. März 2026", DayFirst, Some("2026-03-03"));
+        check("Factuurdatum: 14 mei 2026", DayFirst, Some("2026-05-14"));
+        check("Data wystawienia: 7 stycznia 2026", DayFirst, Some("2026-01-07"));
+        check("Termin płatności: 30 października 2026", DayFirst, Some("2026-10-30"));
+        check("Fecha: 3 de octubre de 2026", DayFirst, Some("2026-10-03"));
+        check("Vervaldatum: 2 mrt. 2026", DayFirst, Some("2026-03-02"));
+        check("Datum: 23-02-2026", DayFirst, Some("2026-02-23"));
+        check("Belegdatum: 5. J uli 2026", DayFirst, Some("2026-07-05"));
     }
 }

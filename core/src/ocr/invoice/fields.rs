@@ -2,7 +2,7 @@
 //! its right on the same row, then the cells below it. Each value found is a candidate with a
 //! score (the label's sureness times the place's, times the reading confidence).
 
-use super::labels::{Key, LABELS};
+use super::labels::Key;
 use super::layout::Layout;
 use super::text::{find_word, fold, original_offset};
 
@@ -14,6 +14,8 @@ pub struct LabelHit {
     pub row: usize,
     pub cell: usize,
     pub value_at: usize,
+    /// Whether the label opens its cell (nothing but spaces before it).
+    pub opens_cell: bool,
 }
 
 /// A value found for a key.
@@ -31,7 +33,7 @@ pub fn labels(layout: &Layout) -> Vec<LabelHit> {
         for (c, cell) in row.cells.iter().enumerate() {
             let folded = fold(&cell.text);
             let mut found: Vec<(usize, usize, Key, f32)> = Vec::new();
-            for &(label, key, weight) in LABELS {
+            for &(label, key, weight) in super::vocabulary::labels() {
                 for at in find_word(&folded, label) {
                     found.push((at, at + label.len(), key, weight));
                 }
@@ -45,8 +47,16 @@ pub fn labels(layout: &Layout) -> Vec<LabelHit> {
                 }
             }
             kept.sort_by_key(|k| k.0);
-            for (_, end, key, weight) in kept {
-                hits.push(LabelHit { key, weight, row: r, cell: c, value_at: original_offset(&cell.text, end) });
+            for (start, end, key, weight) in kept {
+                let opens_cell = folded[..start].trim().is_empty();
+                hits.push(LabelHit {
+                    key,
+                    weight,
+                    row: r,
+                    cell: c,
+                    value_at: original_offset(&cell.text, end),
+                    opens_cell,
+                });
             }
         }
     }
@@ -96,7 +106,28 @@ pub fn candidates<T>(
             out.push(Candidate { value: v, score: hit.weight * SAME_CELL * cell.confidence, row: hit.row });
             continue;
         }
-        let labelled_elsewhere = |r: usize, c: usize| hits.iter().any(|h| h.row == r && h.cell == c && h.value_at == 0);
+        // A cell below that opens with another date label holds that label's date ("Fällig am:"
+        // under an unreadable "Belegdatum:").
+        let labelled_elsewhere = |r: usize, c: usize| {
+            hits.iter().any(|h| {
+                h.row == r
+                    && h.cell == c
+                    && (h.value_at == 0 || (is_date_key(key) && h.opens_cell && is_date_key(h.key)))
+            })
+        };
+        // A date the engine cut in two cells ("Fällig am: 22." | "August 2026").
+        if is_date_key(key)
+            && !rest.trim().is_empty()
+            && let Some(right) = row.cells.get(hit.cell + 1)
+            && let Some(v) = parse(&format!("{rest} {}", right.text))
+        {
+            out.push(Candidate {
+                value: v,
+                score: hit.weight * RIGHT[0] * cell.confidence.min(right.confidence),
+                row: hit.row,
+            });
+            continue;
+        }
         let mut found = false;
         for (i, right) in row.cells.iter().enumerate().skip(hit.cell + 1).take(RIGHT.len()) {
             if hits.iter().any(|h| h.row == hit.row && h.cell == i && h.key != key && h.weight >= 0.9) {
@@ -133,12 +164,16 @@ pub fn candidates<T>(
     out
 }
 
+fn is_date_key(key: Key) -> bool {
+    matches!(key, Key::Date | Key::DueDate)
+}
+
 /// Amount labels are also table column headers ("Montant", "MwSt."), whose values below are lines,
 /// not totals: only a sure label takes the value below it.
 fn below_allowed(key: Key, weight: f32) -> bool {
     match key {
         Key::Gross | Key::Net | Key::Tax | Key::Payable | Key::Shipping | Key::EcoTax | Key::Exempt => weight >= 0.9,
-        Key::InvoiceNumber | Key::Date | Key::DueDate | Key::Customer => true,
+        Key::InvoiceNumber | Key::Date | Key::DueDate | Key::Customer | Key::CarryOver => true,
     }
 }
 
@@ -176,20 +211,51 @@ pub fn best<T: Clone>(cands: &[Candidate<T>]) -> Option<Candidate<T>> {
 }
 
 /// An invoice number: the first token with a digit, 3 to 30 characters of letters, digits and
-/// `-/_.#`, that is neither a date nor an amount.
+/// `-/_.#`, that is neither a date nor an amount. Before it, the rest of a label is passed over:
+/// a document-type code in parentheses ("Rechnung (380) Nr."), "Nr.", "VAT" ("Faktura VAT nr").
 pub fn invoice_number(s: &str) -> Option<String> {
-    let s = s.trim_start_matches([':', '.', ',', ' ', '-', '°', 'º']);
-    for (i, token) in s.split_whitespace().enumerate() {
-        if i > 2 {
+    // `?` and `"`: how the engine reads a `º` or `°` without its font.
+    let s = s.trim_start_matches([':', '.', ',', ' ', '-', '°', 'º', '?', '"']);
+    let tokens: Vec<&str> = s.split_whitespace().collect();
+    for (i, &token) in tokens.iter().enumerate() {
+        if i > 4 {
             break;
         }
         let folded = fold(token);
+        let word = folded.trim().trim_end_matches([':', '.']);
         if matches!(
-            folded.trim().trim_end_matches([':', '.']),
-            "n" | "no" | "nr" | "nummer" | "numero" | "number" | "#" | "du" | "vom" | "del" | "of"
-        ) {
+            word,
+            "n" | "no"
+                | "nr"
+                | "nummer"
+                | "numero"
+                | "number"
+                | "#"
+                | "du"
+                | "vom"
+                | "del"
+                | "of"
+                | "vat"
+                | "de"
+                | "nro"
+        ) || (token.starts_with('(') && token.trim_end_matches([':', '.']).ends_with(')'))
+        {
             continue;
         }
+        // A letter the engine set apart from its digits ("F 202690202").
+        let joined;
+        let token = match tokens.get(i + 1) {
+            Some(next)
+                if token.len() <= 2
+                    && token.chars().all(|c| c.is_ascii_uppercase())
+                    && next.chars().all(|c| c.is_ascii_digit())
+                    && next.len() >= 4 =>
+            {
+                joined = format!("{token}{next}");
+                joined.as_str()
+            }
+            _ => token,
+        };
         let t = token.trim_matches(|c: char| matches!(c, ':' | ',' | ';' | '(' | ')'));
         let t = t.trim_end_matches('.');
         if !(3..=30).contains(&t.len())
@@ -198,7 +264,9 @@ pub fn invoice_number(s: &str) -> Option<String> {
         {
             return None;
         }
-        if super::dates::find(t, super::dates::DayOrder::DayFirst).is_some()
+        // A date is no number; "FV/12/03/2026" (a Polish series, month and year) is one.
+        let lettered = t.chars().any(|c| c.is_ascii_alphabetic());
+        if (!lettered && super::dates::find(t, super::dates::DayOrder::DayFirst).is_some())
             || super::amounts::find(t, super::amounts::Whole::Refuse).is_some_and(|_| t.contains([',', '.']))
         {
             return None;
@@ -242,5 +310,10 @@ mod tests {
         assert_eq!(invoice_number("à régler par virement"), None);
         assert_eq!(invoice_number("13/11/2017"), None);
         assert_eq!(invoice_number("120,00"), None);
+        assert_eq!(invoice_number(" (380) Nr. RE-2026-11920").as_deref(), Some("RE-2026-11920"));
+        assert_eq!(invoice_number(" VAT nr FV/12/03/2026").as_deref(), Some("FV/12/03/2026"));
+        assert_eq!(invoice_number(" (TD01) n. 86802/2026").as_deref(), Some("86802/2026"));
+        assert_eq!(invoice_number(".: F 202690202").as_deref(), Some("F202690202"), "a letter set apart by the engine");
+        assert_eq!(invoice_number("? A-2026/27266").as_deref(), Some("A-2026/27266"), "a º read as ?");
     }
 }

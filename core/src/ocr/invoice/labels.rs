@@ -1,6 +1,7 @@
 //! The labels invoices print before their values, in French, German, Italian, English (and the
 //! Dutch of Benelux suppliers), folded (lower case, no accents). A cell's label is its longest
-//! match, so "date d'échéance" is a due date and never an invoice date.
+//! match, so "date d'échéance" is a due date and never an invoice date. The other languages'
+//! labels, by field kind, are in [`super::vocabulary`], which also holds the words of parties.
 
 /// What a label announces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -19,6 +20,8 @@ pub enum Key {
     /// A label of the customer's own data ("N° TVA client") or of another document ("Facture
     /// liée"): values beside it are neither the supplier's nor this invoice's.
     Customer,
+    /// A multi-page invoice's running sum carried to the next page ("Übertrag"): no total.
+    CarryOver,
 }
 
 /// (folded label, what it announces, how surely).
@@ -305,73 +308,4 @@ pub const LABELS: &[(&str, Key, f32)] = &[
     ("order no", Key::Customer, 0.6),
     ("commande", Key::Customer, 0.5),
     ("bestellnummer", Key::Customer, 0.8),
-];
-
-/// Words that, earlier on a row, make what follows the customer's (billing address blocks).
-pub const CUSTOMER_WORDS: &[&str] = &[
-    "client",
-    "customer",
-    "kunde",
-    "kunden",
-    "cliente",
-    "acheteur",
-    "buyer",
-    "destinataire",
-    "bill to",
-    "billed to",
-    "facture a",
-    "rechnungsempfanger",
-    "klant",
-    "sold to",
-    "ship to",
-    "invoice to",
-    "adresse de livraison",
-    "delivery address",
-    "lieferadresse",
-    "indirizzo di consegna",
-];
-
-/// Company legal forms, the surest sign of a company name.
-pub const LEGAL_FORMS: &[&str] = &[
-    "sarl",
-    "sas",
-    "sasu",
-    "eurl",
-    "sa",
-    "sci",
-    "snc",
-    "scop",
-    "selarl",
-    "gmbh",
-    "ag",
-    "kg",
-    "ohg",
-    "ug",
-    "gbr",
-    "e.k.",
-    "srl",
-    "s.r.l.",
-    "s.r.l",
-    "spa",
-    "s.p.a.",
-    "s.p.a",
-    "sas",
-    "s.a.s.",
-    "snc",
-    "ltd",
-    "ltd.",
-    "limited",
-    "llc",
-    "inc",
-    "inc.",
-    "plc",
-    "b.v.",
-    "bv",
-    "n.v.",
-    "nv",
-    "sprl",
-    "bvba",
-    "s.a.",
-    "gmbh & co. kg",
-    "pvt",
 ];

@@ -10,6 +10,7 @@
 //! ([`totals`]).
 
 pub mod amounts;
+pub mod blocks;
 pub mod dates;
 pub mod facturx;
 pub mod fields;
@@ -21,8 +22,10 @@ pub mod products;
 pub mod siret;
 pub mod supplier;
 pub mod text;
+pub mod title;
 pub mod totals;
 pub mod vat;
+pub mod vocabulary;
 pub mod words;
 
 use crate::ocr::engine::{Language, OcrWord};
@@ -81,13 +84,7 @@ fn from_layout(layout: &Layout, lang: Language) -> InvoiceMeta {
     });
 
     let number = best(&candidates(layout, &hits, Key::InvoiceNumber, fields::invoice_number));
-    let invoice_label = number.as_ref().and_then(|n| {
-        hits.iter().find(|h| h.key == Key::InvoiceNumber && h.row == n.row).map(|h| {
-            let cell = &layout.rows[h.row].cells[h.cell].text;
-            let title: String = cell.split_whitespace().next().unwrap_or_default().to_owned();
-            Found::new(title, n.score * 0.8)
-        })
-    });
+    let invoice_label = title::find(layout);
 
     // Amounts, chosen together.
     let rates = totals::breakdown(layout);
@@ -121,9 +118,10 @@ fn from_layout(layout: &Layout, lang: Language) -> InvoiceMeta {
     }
     let rates: Vec<_> = rates.into_iter().filter(|t| t.rate != Amount::ZERO || t.amount != Amount::ZERO).collect();
 
-    let vat = supplier::vat_number(layout, &hits);
+    let parties = blocks::blocks(layout);
+    let vat = supplier::vat_number(layout, &hits, &parties);
     let siret = supplier::siret(layout, &hits, vat.as_ref().map(|v| &v.value));
-    let (name, details) = supplier::identity(layout, &hits, vat.as_ref().map(|v| &v.value));
+    let (name, details) = supplier::identity(layout, &hits, &parties, vat.as_ref().map(|v| &v.value));
     let currency = amounts::currency(&full).map(|(c, n)| Found::new(c, if n >= 2 { 0.9 } else { 0.6 }));
 
     let meta = InvoiceMeta {

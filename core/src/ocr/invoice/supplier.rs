@@ -1,44 +1,99 @@
 //! Who sent the invoice: VAT number (check digits), SIRET/SIREN (Luhn), IBAN (mod 97), name and
-//! postal address. Numbers found on rows that speak of the customer are the customer's.
+//! postal address. What lies in the buyer's or a delivery address's block ([`blocks`]), or after
+//! a label of the customer's data, is the customer's; page headers, opening hours and taglines are
+//! never a name.
 
-use super::labels::{CUSTOMER_WORDS, Key, LEGAL_FORMS};
+use super::blocks::{self, Block, Party};
+use super::labels::Key;
 use super::layout::Layout;
 use super::meta::{CompanyDetails, Found};
 use super::text::{find_word, fold};
 use super::vat::VatNumber;
+use super::vocabulary::parties::{BUYER, DELIVERY, LEGAL_FORMS, NOT_A_NAME, TAGLINE, TITLES};
 use super::{fields::LabelHit, iban, siret, vat};
 use regex::Regex;
 use std::sync::LazyLock;
 
-/// Whether row `r` (up to byte `at` of its text) speaks of the customer.
+/// Whether row `r` (up to byte `at` of its text) speaks of the customer: a customer's label on
+/// the row, or a buyer's or delivery word before `at`. The row-wide rule for what [`Block`]s do
+/// not cover (SIRET, the name's fallback).
 fn customer_row(layout: &Layout, hits: &[LabelHit], r: usize, at: usize) -> bool {
     if hits.iter().any(|h| h.row == r && h.key == Key::Customer) {
         return true;
     }
     let text = layout.rows[r].text();
-    let before = fold(&text[..at.min(text.len())]);
-    CUSTOMER_WORDS.iter().any(|w| !find_word(&before, w).is_empty())
+    let before = fold(&text[..floor_boundary(&text, at)]);
+    BUYER.iter().chain(DELIVERY).any(|w| !find_word(&before, w).is_empty())
 }
 
-/// The supplier's VAT number: the first valid one not on a customer's row.
-pub fn vat_number(layout: &Layout, hits: &[LabelHit]) -> Option<Found<VatNumber>> {
+fn floor_boundary(s: &str, at: usize) -> usize {
+    let mut at = at.min(s.len());
+    while !s.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
+}
+
+/// Whether the text at byte `at` of cell `c` of row `r` is the customer's: in the buyer's or a
+/// delivery block, or after a customer's label in the same cell or the cell before it, or after a
+/// buyer's word earlier in the cell.
+fn customers(layout: &Layout, hits: &[LabelHit], found: &[Block], r: usize, c: usize, at: usize) -> bool {
+    let cell = &layout.rows[r].cells[c];
+    if matches!(blocks::party_at(found, r, cell.left), Some(Party::Buyer | Party::Delivery)) {
+        return true;
+    }
+    let labelled = |cc: usize, upto: usize| {
+        hits.iter().any(|h| h.row == r && h.cell == cc && h.key == Key::Customer && h.value_at <= upto)
+    };
+    if labelled(c, at) || (c > 0 && labelled(c - 1, usize::MAX)) {
+        return true;
+    }
+    let before = fold(&cell.text[..floor_boundary(&cell.text, at)]);
+    BUYER.iter().chain(DELIVERY).any(|w| !find_word(&before, w).is_empty())
+}
+
+/// The supplier's VAT number: one in the seller's block first, else the first labelled valid one
+/// that is not the customer's, else the first valid one. National numbers (NIP, CIF, partita IVA)
+/// count when their label names their country.
+pub fn vat_number(layout: &Layout, hits: &[LabelHit], found: &[Block]) -> Option<Found<VatNumber>> {
+    let mut labelled = None;
     let mut fallback = None;
     for (r, row) in layout.rows.iter().enumerate() {
-        let text = row.text();
-        for (at, v) in vat::find_all(&text) {
-            if customer_row(layout, hits, r, at) {
-                continue;
+        for (c, cell) in row.cells.iter().enumerate() {
+            // A label in the cell before ("USt-IdNr.:   DE ...") counts as this cell's.
+            let context = match c.checked_sub(1).map(|p| &row.cells[p]) {
+                Some(prev) if prev.text.chars().filter(|ch| ch.is_ascii_digit()).count() == 0 => {
+                    format!("{} {}", prev.text, cell.text)
+                }
+                _ => cell.text.clone(),
+            };
+            let shift = context.len() - cell.text.len();
+            let mut numbers = vat::find_all(&context);
+            numbers.extend(vat::find_national(&context));
+            numbers.sort_by_key(|(at, _)| *at);
+            for (at, v) in numbers {
+                let at = at.saturating_sub(shift);
+                if customers(layout, hits, found, r, c, at) {
+                    continue;
+                }
+                let folded = fold(&context);
+                let is_labelled =
+                    ["tva", "vat", "ust", "iva", "mwst", "btw", "tax", "nip", "cif", "nif", "umsatzsteuer"]
+                        .iter()
+                        .any(|w| folded.contains(w));
+                let conf = row.confidence().max(0.5);
+                if blocks::party_at(found, r, cell.left) == Some(Party::Seller) {
+                    return Some(Found::new(v, 0.95 * conf));
+                }
+                if is_labelled {
+                    labelled.get_or_insert(Found::new(v, 0.9 * conf));
+                } else {
+                    fallback.get_or_insert(Found::new(v, 0.75 * conf));
+                }
             }
-            let folded = fold(&text);
-            let labelled = ["tva", "vat", "ust", "iva", "mwst", "btw", "tax"].iter().any(|w| folded.contains(w));
-            let conf = if labelled { 0.95 } else { 0.8 } * row.confidence().max(0.5);
-            if labelled {
-                return Some(Found::new(v, conf));
-            }
-            fallback.get_or_insert(Found::new(v, conf));
         }
     }
-    fallback
+    labelled.or(fallback)
 }
 
 /// The supplier's SIRET (or SIREN): labelled first, else the SIREN inside a French VAT number.
@@ -79,7 +134,7 @@ pub fn iban(layout: &Layout) -> Option<Found<String>> {
 
 static POSTCODE_CITY: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
-        r"^(?:([A-Z]{1,2})-)?(\d{4,5}|[A-Z]{1,2}\d[A-Z\d]? ?\d[A-Z]{2}|\d{4} ?[A-Z]{2})\s+([\p{L}][\p{L}' .-]{1,40})$",
+        r"^(?:([A-Z]{1,2})-)?(\d{4} ?[A-Z]{2}|\d{4,5}|\d{2}-\d{3}|[A-Z]{1,2}\d[A-Z\d]? ?\d[A-Z]{2})\s+([\p{L}][\p{L}' .-]{1,40})$",
     )
     .expect("regex")
 });
@@ -109,25 +164,22 @@ fn has_legal_form(s: &str) -> bool {
 /// Title words that start a page but are no company's name.
 fn is_title(s: &str) -> bool {
     let f = fold(s);
-    [
-        "facture",
-        "invoice",
-        "rechnung",
-        "fattura",
-        "avoir",
-        "credit note",
-        "gutschrift",
-        "factuur",
-        "page",
-        "date",
-        "tax invoice",
-        "receipt",
-        "quittung",
-        "original",
-    ]
-    .iter()
-    .any(|t| f.starts_with(t))
+    TITLES.iter().chain(&["page", "date", "receipt", "quittung", "original"]).any(|t| f.starts_with(t))
 }
+
+/// A page header, opening hours, a contact line or a tagline: never a company's name. (A tagline's
+/// words, "seit 1987", "Quality ...", only count without a legal form: "Quality Foods Ltd" is a name.)
+fn never_a_name(s: &str) -> bool {
+    let f = fold(s);
+    if NOT_A_NAME.iter().any(|w| !find_word(&f, w).is_empty()) || HOURS.is_match(&f) {
+        return true;
+    }
+    !has_legal_form(s) && (TAGLINE.iter().any(|w| !find_word(&f, w).is_empty()) || f.contains(", "))
+}
+
+static HOURS: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\b\d{1,2}(?:[:.h]\d{2})?\s?(?:-|–|bis|a|to)\s?\d{1,2}(?:[:.h]\d{2})\b").expect("regex")
+});
 
 /// The country a name means (fr/de/it/en), as ISO code.
 fn country_code(name: &str) -> Option<&'static str> {
@@ -137,10 +189,11 @@ fn country_code(name: &str) -> Option<&'static str> {
         "germany" | "deutschland" | "allemagne" | "germania" => "DE",
         "italy" | "italia" | "italie" | "italien" => "IT",
         "belgium" | "belgique" | "belgien" | "belgio" | "belgie" => "BE",
-        "spain" | "espagne" | "spanien" | "spagna" | "espana" => "ES",
+        "spain" | "espagne" | "spanien" | "spagna" | "espana" | "espanya" => "ES",
         "switzerland" | "suisse" | "schweiz" | "svizzera" => "CH",
         "luxembourg" | "luxemburg" | "lussemburgo" => "LU",
         "netherlands" | "pays-bas" | "niederlande" | "paesi bassi" | "nederland" => "NL",
+        "poland" | "polska" | "pologne" | "polen" | "polonia" => "PL",
         "austria" | "autriche" | "osterreich" => "AT",
         "united kingdom" | "royaume-uni" | "uk" => "GB",
         "india" | "inde" => "IN",
@@ -149,26 +202,83 @@ fn country_code(name: &str) -> Option<&'static str> {
     })
 }
 
-/// Supplier name and address. The name is the first text with a company legal form that is not
-/// the customer's, else the page's first line of words; the address follows it (same row after
-/// ` - `, or the rows below it).
+/// Supplier name and address. The name is the first line of the seller's block, else the first
+/// text with a company legal form that is neither in the buyer's nor a delivery block nor after a
+/// customer's word, else the page's first line of words that is no title, header, tagline or
+/// opening hours; the address follows it (same row after ` - `, or the rows below it).
 pub fn identity(
     layout: &Layout,
     hits: &[LabelHit],
+    found: &[Block],
     vat: Option<&VatNumber>,
 ) -> (Option<Found<String>>, CompanyDetails) {
     let mut details =
         CompanyDetails { numero_tva_intra: vat.map(|v| v.as_str().to_owned()), ..CompanyDetails::default() };
     details.code_pays = vat.map(|v| v.country().to_owned());
-    // Customer blocks: a row with a customer word and the few rows under it, in the same column.
-    let customer_rows: Vec<usize> =
-        (0..layout.rows.len()).filter(|&r| customer_row(layout, hits, r, usize::MAX)).collect();
-    let near_customer = |r: usize| customer_rows.iter().any(|&c| r >= c && r <= c + 4);
+    let others = |r: usize, left: i32| matches!(blocks::party_at(found, r, left), Some(Party::Buyer | Party::Delivery));
+    // Rows of a customer's word without a block (a row "Client : Dupont SARL"): the rows under it
+    // in the same column are the customer's too.
+    let customer_cells: Vec<(usize, i32, i32)> = layout
+        .rows
+        .iter()
+        .enumerate()
+        .filter(|&(r, _)| customer_row(layout, hits, r, usize::MAX))
+        .flat_map(|(r, row)| {
+            let bounds: Vec<(usize, i32, i32)> = row
+                .cells
+                .iter()
+                .enumerate()
+                .filter(|(c, _)| customers(layout, hits, found, r, *c, usize::MAX))
+                .map(|(c, cell)| (r, cell.left, row.cells.get(c + 1).map_or(i32::MAX, |n| n.left)))
+                .collect();
+            bounds
+        })
+        .collect();
+    let near_customer = |r: usize, left: i32| {
+        others(r, left)
+            || customer_cells.iter().any(|&(cr, l, right)| r >= cr && r <= cr + 4 && left >= l - 20 && left < right)
+    };
     let mut name: Option<(usize, usize, String, f32)> = None;
-    'rows: for (r, row) in layout.rows.iter().enumerate().take(80) {
+    // The seller's own block, when labelled: its line with a legal form, else its first line of
+    // words (not "Nummer : 12345676" nor "GLN 4333741000005 Lief-Nr: 549910").
+    if let Some(b) = found.iter().find(|b| b.party == Party::Seller) {
+        let mut first: Option<(usize, usize, String, f32)> = None;
+        'seller: for r in b.first..=b.last {
+            for (c, cell) in layout.rows[r].cells.iter().enumerate() {
+                if !b.contains(r, cell.left) {
+                    continue;
+                }
+                let text = if r == b.row && c == b.cell {
+                    cell.text.split_once(':').map_or("", |(_, v)| v).trim().to_owned()
+                } else {
+                    cell.text.trim().to_owned()
+                };
+                let letters = text.chars().filter(|ch| ch.is_alphabetic()).count();
+                let digits = text.chars().filter(|ch| ch.is_ascii_digit()).count();
+                if letters < 3 || digits * 2 >= letters || text.contains(':') || never_a_name(&text) {
+                    continue;
+                }
+                if has_legal_form(&text) {
+                    name = Some((r, c, company_name(&text), 0.9 * cell.confidence.max(0.5)));
+                    break 'seller;
+                }
+                first.get_or_insert((r, c, company_name(&text), 0.7 * cell.confidence.max(0.5)));
+            }
+        }
+        if name.is_none() {
+            name = first;
+        }
+    }
+    'rows: for (r, row) in layout.rows.iter().enumerate().take(120) {
+        if name.is_some() {
+            break;
+        }
         for (c, cell) in row.cells.iter().enumerate() {
             for segment in SEPARATOR.split(&cell.text) {
-                if !has_legal_form(segment) || near_customer(r) {
+                if !has_legal_form(segment) || near_customer(r, cell.left) || blocks::party_label(segment).is_some() {
+                    continue;
+                }
+                if never_a_name(segment) {
                     continue;
                 }
                 let s = company_name(segment);
@@ -197,13 +307,15 @@ pub fn identity(
         for (r, row) in layout.rows.iter().enumerate().take(8) {
             let Some((c, cell)) = row.cells.iter().enumerate().find(|(_, c)| {
                 let letters = c.text.chars().filter(|ch| ch.is_alphabetic()).count();
-                letters >= 3 && letters * 2 > c.text.chars().count() && !is_title(&c.text)
+                letters >= 3
+                    && letters * 2 > c.text.chars().count()
+                    && !is_title(&c.text)
+                    && !never_a_name(&c.text)
+                    && blocks::party_label(&c.text).is_none()
+                    && !near_customer(r, c.left)
             }) else {
                 continue;
             };
-            if near_customer(r) {
-                continue;
-            }
             name = Some((r, c, cell.text.trim().to_owned(), 0.5 * cell.confidence.max(0.5)));
             break;
         }
@@ -214,8 +326,13 @@ pub fn identity(
     let cell = &layout.rows[r].cells[c];
     let mut parts: Vec<String> = cell.text.split(" - ").skip(1).map(|s| s.trim().to_owned()).collect();
     if parts.is_empty() {
-        for below in layout.rows.iter().skip(r + 1).take(4) {
+        // The block's next lines in the name's column: other columns' rows may come between
+        // them (a details block beside the letterhead), another block's label ends them.
+        for below in layout.rows.iter().skip(r + 1).take(8) {
             if let Some(b) = below.cells.iter().find(|b| b.left < cell.right && b.right > cell.left) {
+                if blocks::party_label(&b.text).is_some() || parts.len() == 4 {
+                    break;
+                }
                 parts.push(b.text.trim().to_owned());
             }
         }

@@ -11,6 +11,16 @@ use super::text::fold;
 /// Rounding allowed between a total and the sum of its parts, in cents (one per rate or line).
 const ROUNDING_CENTS: i64 = 2;
 
+/// The highest VAT (or GST) rate an invoice's tax can be of its net, in percent: EU standard
+/// rates stop at 27 %, India's GST at 28 %. Net and tax swapped add up to the same gross; this
+/// is what tells them apart.
+const MAX_RATE_PERCENT: i64 = 30;
+
+/// Whether `tax` can be the VAT of `net`.
+fn plausible_tax(net: Amount, tax: Amount) -> bool {
+    tax.abs().ten_thousandths() * 100 <= net.abs().ten_thousandths() * MAX_RATE_PERCENT + ROUNDING_CENTS * 100 * 100
+}
+
 /// Rows that state a VAT rate and its amount (`TVA 20 %   81,90   16,38`): the rate, and the tax
 /// as the amount that the rate of another amount on the row gives (else the row's only amount).
 pub fn breakdown(layout: &Layout) -> Vec<TaxLine> {
@@ -138,6 +148,17 @@ pub fn choose(
                 {
                     continue;
                 }
+                // The tax stated, or the one the gross and the net imply (and the net the gross and
+                // the tax imply), must be a VAT of that net.
+                let implied = match (gv, nv, tv) {
+                    (_, Some(n), Some(t)) => Some((n, t)),
+                    (Some(g), Some(n), None) => Some((n, g.minus(n))),
+                    (Some(g), None, Some(t)) => Some((g.minus(t), t)),
+                    _ => None,
+                };
+                if implied.is_some_and(|(n, t)| !plausible_tax(n, t)) {
+                    continue;
+                }
                 let mut score: f32 = [&g, &n, &t].iter().map(|c| c.as_ref().map_or(0.0, |c| c.score)).sum();
                 if gv.is_some() && nv.is_some() && tv.is_some() {
                     score += 1.0;
@@ -203,6 +224,31 @@ mod tests {
         let t = choose(vec![c("100.00", 1.0)], vec![], vec![c("120.00", 1.0), c("80.00", 0.4)], vec![], &[]);
         assert_eq!(t.net.unwrap().value.to_string(), "80.00");
         assert_eq!(t.tax.unwrap().value.to_string(), "20.00");
+    }
+
+    #[test]
+    fn german_invoice_net_and_tax_are_not_swapped() {
+        // "Netto" and "MwSt." each took the other's value more surely than its own: both orders
+        // add up to the gross; a tax of more than 30 % of the net is no VAT.
+        let t = choose(
+            vec![c("1190.00", 1.0)],
+            vec![],
+            vec![c("190.00", 1.0), c("1000.00", 0.6)],
+            vec![c("1000.00", 1.0), c("190.00", 0.6)],
+            &[],
+        );
+        assert_eq!(t.net.unwrap().value.to_string(), "1000.00");
+        assert_eq!(t.tax.unwrap().value.to_string(), "190.00");
+        // Nor a tax the gross and a wrong net imply.
+        let t = choose(
+            vec![c("119.00", 1.0)],
+            vec![],
+            vec![c("19.00", 1.0), c("100.00", 0.5)],
+            vec![c("100.00", 1.0)],
+            &[],
+        );
+        assert_eq!(t.net.unwrap().value.to_string(), "100.00");
+        assert_eq!(t.tax.unwrap().value.to_string(), "19.00");
     }
 
     #[test]

@@ -54,7 +54,8 @@ fn valid(cc: &str, rest: &str) -> bool {
         "DK" => rest.len() == 8 && digits(rest).is_some(),
         "FI" | "SI" | "HU" | "MT" => rest.len() == 8 && digits(rest).is_some(),
         "SE" => rest.len() == 12 && rest.ends_with("01") && super::siret::luhn(&rest[..10]),
-        "PL" | "SK" => rest.len() == 10 && digits(rest).is_some(),
+        "PL" => pl(rest),
+        "SK" => rest.len() == 10 && digits(rest).is_some(),
         "IE" => (8..=9).contains(&rest.len()) && rest.chars().next().is_some_and(|c| c.is_ascii_digit()),
         "EL" | "GR" | "CZ" | "LT" | "LV" | "EE" | "RO" | "BG" | "CY" | "HR" => {
             (8..=12).contains(&rest.len()) && rest.chars().filter(|c| c.is_ascii_digit()).count() >= 8
@@ -155,6 +156,13 @@ fn es(rest: &str) -> bool {
     }
 }
 
+/// PL: the NIP, 10 digits; weights 6 5 7 2 3 4 5 6 7, the sum mod 11 is the last digit.
+fn pl(rest: &str) -> bool {
+    let Some(d) = digits(rest).filter(|d| d.len() == 10) else { return false };
+    let sum: u32 = d[..9].iter().zip([6, 5, 7, 2, 3, 4, 5, 6, 7]).map(|(x, w)| x * w).sum();
+    sum % 11 == d[9]
+}
+
 /// LU: 8 digits, the first six mod 89 are the last two.
 fn lu(rest: &str) -> bool {
     rest.len() == 8
@@ -229,6 +237,49 @@ pub fn find_all(s: &str) -> Vec<(usize, VatNumber)> {
     out
 }
 
+/// National tax numbers printed without their country code, by the label before them: the
+/// Polish NIP, the Spanish CIF/NIF, the Italian partita IVA. (folded label, country.)
+const NATIONAL: &[(&str, &str)] = &[
+    ("nip", "PL"),
+    ("cif", "ES"),
+    ("nif", "ES"),
+    ("n.i.f", "ES"),
+    ("nif-iva", "ES"),
+    ("p.iva", "IT"),
+    ("p. iva", "IT"),
+    ("partita iva", "IT"),
+];
+
+static NATIONAL_NUMBER: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\b([A-Z]?\d(?:[ .-]?\d){6,10}[A-Z0-9]?)\b").expect("regex"));
+
+/// Every national number of `s` whose label (within the 24 characters before it) names its
+/// country, as a VAT number with the country's code, its check digits verified.
+pub fn find_national(s: &str) -> Vec<(usize, VatNumber)> {
+    let mut out = Vec::new();
+    for m in NATIONAL_NUMBER.find_iter(s) {
+        let mut start = m.start().saturating_sub(24);
+        while !s.is_char_boundary(start) {
+            start += 1;
+        }
+        let before = super::text::fold(&s[start..m.start()]);
+        let before = before.as_str();
+        // The nearest label before the number decides its country.
+        let Some(&(_, cc)) = NATIONAL
+            .iter()
+            .filter_map(|l| super::text::find_word(before, l.0).last().map(|&at| (at, l)))
+            .max_by_key(|(at, _)| *at)
+            .map(|(_, l)| l)
+        else {
+            continue;
+        };
+        if let Some(v) = VatNumber::parse(&format!("{cc}{}", m.as_str())) {
+            out.push((m.start(), v));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -254,6 +305,8 @@ mod tests {
             assert!(VatNumber::parse(bad).is_none(), "{bad} should be refused");
         }
         assert_eq!(VatNumber::parse("FR40303265045").unwrap().siren(), Some("303265045"));
+        assert!(VatNumber::parse("PL1234563218").is_some());
+        assert!(VatNumber::parse("PL1234563217").is_none(), "the NIP's check digit");
         let found = find_all("TVA : FR11999999998 - SIRET : 99999999800010");
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].1.as_str(), "FR11999999998");
@@ -261,5 +314,21 @@ mod tests {
             find_all("USt-IdNr.: DE 232 446 240 Seite").first().map(|v| v.1.as_str().to_owned()).as_deref(),
             Some("DE232446240")
         );
+    }
+
+    #[test]
+    fn polish_nip_spanish_cif_and_italian_partita_iva_without_their_country_code() {
+        let nip = find_national("NIP: 123-456-32-18");
+        assert_eq!(nip.iter().map(|v| v.1.as_str()).collect::<Vec<_>>(), ["PL1234563218"]);
+        assert!(find_national("NIP: 123-456-32-17").is_empty(), "a NIP whose check fails");
+        assert_eq!(
+            find_national("CIF: A12345674").first().map(|v| v.1.as_str().to_owned()).as_deref(),
+            Some("ESA12345674")
+        );
+        assert_eq!(
+            find_national("P.IVA: 00743110157").first().map(|v| v.1.as_str().to_owned()).as_deref(),
+            Some("IT00743110157")
+        );
+        assert!(find_national("Tel. 123-456-32-18").is_empty(), "no label, no country");
     }
 }

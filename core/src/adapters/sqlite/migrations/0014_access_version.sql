@@ -1,7 +1,7 @@
 -- A counter that every change of what authenticating a key reads (users, roles, API keys) moves,
 -- in whichever process commits it (triggers): the key cache checks it once the database has
 -- changed, instead of dropping every entry at every commit. Adding members, importing, sending
--- no longer empty it. (Version 13 is another branch's.)
+-- no longer empty it.
 CREATE TABLE access_version (
     id INTEGER PRIMARY KEY CHECK (id = 1),
     v  INTEGER NOT NULL
