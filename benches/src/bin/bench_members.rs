@@ -690,6 +690,9 @@ fn import_steps(log: &Path, nth: usize) -> Option<ImportSteps> {
     Some(ImportSteps(out))
 }
 
+/// One round of the import scenario: floor, API and bare `.import` times, their steps, the load.
+type ImportRound = (f64, f64, f64, FloorSteps, ImportSteps, String);
+
 fn import_scenario(opts: &Options, scratch: &Path) -> Result<String, String> {
     let csv = scratch.join("import.csv");
     let (rows, bytes) = write_csv(&csv, 0, opts.import_rows, IMPORT_CAP - IMPORT_SLACK)?;
@@ -698,7 +701,7 @@ fn import_scenario(opts: &Options, scratch: &Path) -> Result<String, String> {
     let started = SystemTime::now();
     let load_start = loadavg();
     // Per round: bare .import, floor, courrier API; their steps.
-    let mut results: Vec<(f64, f64, f64, FloorSteps, ImportSteps, String)> = Vec::new();
+    let mut results: Vec<ImportRound> = Vec::new();
     let db = scratch.join("floor.db");
     for round in 1..=opts.rounds {
         let load = loadavg();
@@ -736,8 +739,7 @@ fn import_scenario(opts: &Options, scratch: &Path) -> Result<String, String> {
         results.push((floor, api, bare.as_secs_f64(), steps, csteps, load));
     }
 
-    let med =
-        |f: &dyn Fn(&(f64, f64, f64, FloorSteps, ImportSteps, String)) -> f64| median(results.iter().map(f).collect());
+    let med = |f: &dyn Fn(&ImportRound) -> f64| median(results.iter().map(f).collect());
     let (floor, api, bare) = (med(&|r| r.0), med(&|r| r.1), med(&|r| r.2));
     let ratio = med(&|r| r.1 / r.0);
     let mut out = String::new();
@@ -951,16 +953,23 @@ fn draw_query(class: usize, r: u64, opts: &Options, members: u64, totals: &[u64]
 type PhaseSamples = [Vec<f64>; 4];
 
 /// `opts.queries` requests of each class, interleaved (filter, search, page, health, filter, ...).
+/// What the queries of the listing are drawn from: the list's size, the filters' totals, the
+/// search needles.
+struct Draws<'a> {
+    members: u64,
+    totals: &'a [u64],
+    needles: &'a [String],
+}
+
 fn list_phase(
     opts: &Options,
     api: &Api,
     path: &str,
     seed: u64,
-    members: u64,
-    totals: &[u64],
-    needles: &[String],
+    draws: &Draws<'_>,
     slowest: &mut Vec<(f64, String)>,
 ) -> Result<PhaseSamples, String> {
+    let Draws { members, totals, needles } = *draws;
     let mut out: PhaseSamples = Default::default();
     for i in 0..opts.queries {
         for (class, lat) in out.iter_mut().enumerate() {
@@ -1020,7 +1029,8 @@ fn list_scenario(opts: &Options, scratch: &Path) -> Result<String, String> {
     let (side_rows, _) = write_csv(&side_csv, 50_000_000, opts.side_rows, IMPORT_CAP - IMPORT_SLACK)?;
     // One warm-up pass of every class.
     let mut slowest = Vec::new();
-    list_phase(&Options { queries: 4, ..opts.clone() }, &api, &path, 7, members, &totals, &needles, &mut slowest)?;
+    let draws = Draws { members, totals: &totals, needles: &needles };
+    list_phase(&Options { queries: 4, ..opts.clone() }, &api, &path, 7, &draws, &mut slowest)?;
     slowest.clear();
 
     let started = SystemTime::now();
@@ -1030,7 +1040,7 @@ fn list_scenario(opts: &Options, scratch: &Path) -> Result<String, String> {
     let mut side: Vec<(f64, bool, String)> = Vec::new();
     for round in 1..=opts.rounds {
         eprintln!("list round {round}/{}: idle", opts.rounds);
-        let idle = list_phase(opts, &api, &path, u64::from(round) * 1000, members, &totals, &needles, &mut Vec::new())?;
+        let idle = list_phase(opts, &api, &path, u64::from(round) * 1000, &draws, &mut Vec::new())?;
         let list = format!("side{round}");
         c.create_list(&list)?;
         eprintln!("list round {round}/{}: while {side_rows} rows are imported into {list}", opts.rounds);
@@ -1044,8 +1054,7 @@ fn list_scenario(opts: &Options, scratch: &Path) -> Result<String, String> {
             });
             // Let the upload start and the first batch reach the write lane.
             std::thread::sleep(Duration::from_millis(300));
-            let busy =
-                list_phase(opts, &api, &path, u64::from(round) * 1000 + 500, members, &totals, &needles, &mut slowest);
+            let busy = list_phase(opts, &api, &path, u64::from(round) * 1000 + 500, &draws, &mut slowest);
             let overlapped = !done.load(Ordering::SeqCst);
             let import_time = importer.join().map_err(|_| "the import thread panicked".to_owned());
             (busy, import_time, overlapped)
