@@ -35,6 +35,8 @@ pub enum CliError {
     Document(#[from] courrier_core::ocr::documents::DocumentError),
     #[error(transparent)]
     Usage(#[from] courrier_core::ocr::usage::UsageError),
+    #[error(transparent)]
+    Page(#[from] courrier_core::kernel::PageError),
 }
 
 impl CoreError for CliError {
@@ -52,6 +54,7 @@ impl CoreError for CliError {
             CliError::Output(_) => Code::Internal,
             CliError::Document(e) => e.code(),
             CliError::Usage(e) => e.code(),
+            CliError::Page(e) => e.code(),
         }
     }
 }

@@ -6,10 +6,13 @@ pub mod config;
 pub mod error;
 mod members;
 mod ocr;
+mod output;
+mod sends;
 pub mod server;
+mod shell;
 mod workers;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use config::Config;
 use courrier_core::kernel::{BuildInfo, CoreError};
 use error::{CliError, exit_code};
@@ -33,45 +36,128 @@ pub struct Cli {
 pub enum Command {
     /// Serve both HTTP APIs (COURRIER_LISTEN, default 127.0.0.1:8080) until SIGTERM or SIGINT.
     Serve,
+    /// Run delivery workers without the HTTP server (COURRIER_DELIVERY_WORKERS threads, at least 1),
+    /// until SIGTERM or SIGINT.
+    Worker,
     /// Print the version object: build information and the storage backend.
     Version,
-    /// Accounts.
+    /// Accounts: create, invite, list, show, disable, enable, password.
     #[command(subcommand)]
     User(admin::UserCommand),
-    /// Roles of accounts.
+    /// Roles of accounts: grant, revoke, list.
     #[command(subcommand)]
     Role(admin::RoleCommand),
     /// Create an API key for an account; prints its secret (shown once).
     CreateApiKey(admin::CreateApiKey),
-    /// Run delivery workers without the HTTP server (COURRIER_DELIVERY_WORKERS threads, at least 1),
-    /// until SIGTERM or SIGINT.
-    Worker,
-    /// Sending domains.
+    /// API keys: list, revoke.
+    #[command(subcommand)]
+    Apikey(admin::ApiKeyCommand),
+    /// The audit log, newest first, filtered.
+    Audit(admin::AuditArgs),
+    /// Sending domains: create, list, show, update, dns-check.
     #[command(subcommand)]
     Domain(members::DomainCommand),
-    /// Mailing lists.
+    /// Mailing lists: create, list, show, update, suspend, resume.
     #[command(subcommand)]
     List(members::ListCommand),
+    /// One member of a list: add, show, remove, list.
+    #[command(subcommand)]
+    Member(members::MemberCommand),
+    /// Members of a list in bulk: CSV import and export.
+    #[command(subcommand)]
+    Members(members::MembersCommand),
+    /// Messages to a list: submit, status, cancel.
+    #[command(subcommand)]
+    Send(sends::SendCommand),
+    /// Webhooks: create, list, delete, test.
+    #[command(subcommand)]
+    Webhook(sends::WebhookCommand),
     /// Digests of posts for digest members.
     #[command(subcommand)]
     Digests(members::DigestsCommand),
-    /// Members of a list: CSV import and export.
-    #[command(subcommand)]
-    Members(members::MembersCommand),
     /// Maintenance mode of the OCR service: while on, its routes answer 503.
     Maintenance {
         #[arg(value_enum)]
         state: ocr::Switch,
     },
-    /// OCR documents.
+    /// OCR documents and plans: failed, plan.
     #[command(subcommand)]
     Ocr(ocr::OcrCommand),
+    /// Print the completion script of a shell (bash, zsh, fish).
+    Completions {
+        #[arg(value_enum)]
+        shell: shell::Shell,
+    },
+    /// Print the manual page (roff) of courrier or of one command: `courrier man | man -l -`.
+    Man {
+        /// A command, e.g. `member add`.
+        command: Vec<String>,
+    },
     /// Reads a PDF from stdin under resource limits (the server runs it; not for people).
     #[command(hide = true)]
     Sandbox {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+}
+
+/// The areas `courrier --help` groups the commands by; every visible command is in one.
+const AREAS: &[(&str, &[&str])] = &[
+    ("Server", &["serve", "worker", "version"]),
+    ("Accounts and access", &["user", "role", "create-api-key", "apikey", "audit"]),
+    ("Mailing lists", &["domain", "list", "member", "members", "send", "webhook", "digests"]),
+    ("OCR service", &["maintenance", "ocr"]),
+    ("Shell", &["completions", "man", "help"]),
+];
+
+/// The clap command with `--help` listing the commands by area (clap lists them in one block).
+pub fn command() -> clap::Command {
+    let mut cmd = Cli::command();
+    cmd.build();
+    let width = cmd.get_subcommands().map(|c| c.get_name().len()).max().unwrap_or(0);
+    let mut areas = String::new();
+    for (area, names) in AREAS {
+        areas.push_str(&format!("{area}:\n"));
+        for name in *names {
+            let about =
+                cmd.find_subcommand(name).and_then(|c| c.get_about()).map(|a| a.to_string()).unwrap_or_default();
+            let about = about.lines().next().unwrap_or_default().to_owned();
+            areas.push_str(&format!("  {name:<width$}  {about}\n"));
+        }
+        areas.push('\n');
+    }
+    let template = format!(
+        "{{before-help}}{{about-with-newline}}\n{{usage-heading}} {{usage}}\n\n{areas}Options:\n{{options}}{{after-help}}"
+    );
+    Cli::command().help_template(template)
+}
+
+/// Parses the arguments and runs the command. A value clap refuses (a number that is not one)
+/// exits 1 like any invalid value; an unknown command or flag is usage, exit 2.
+pub fn main_with_args() -> ExitCode {
+    let json = std::env::args_os().any(|a| a == "--json");
+    let parsed = command().try_get_matches().and_then(|m| Cli::from_arg_matches(&m));
+    match parsed {
+        Ok(cli) => run(cli),
+        Err(e) => {
+            use clap::error::ErrorKind as K;
+            let value = matches!(e.kind(), K::InvalidValue | K::ValueValidation);
+            let usage =
+                !matches!(e.kind(), K::DisplayHelp | K::DisplayVersion | K::DisplayHelpOnMissingArgumentOrSubcommand);
+            if json && usage {
+                let message = e.kind().as_str().unwrap_or("usage error").to_owned();
+                let detail = e.to_string();
+                let first = detail.lines().next().unwrap_or(&message).trim_start_matches("error: ");
+                eprintln!(
+                    "{}",
+                    serde_json::json!({ "error": { "code": if value { "validation_failed" } else { "usage" }, "message": first } })
+                );
+            } else {
+                let _ = e.print();
+            }
+            if value { ExitCode::from(1) } else { ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2)) }
+        }
+    }
 }
 
 /// What the binary was built from (see build.rs).
@@ -113,6 +199,12 @@ pub fn run(cli: Cli) -> ExitCode {
 }
 
 fn execute(cli: Cli) -> Result<(), CliError> {
+    // Generated from the definitions: no configuration, no data directory.
+    match &cli.command {
+        Command::Completions { shell } => return shell::completions(*shell),
+        Command::Man { command } => return shell::man(command),
+        _ => {}
+    }
     let config = Config::from_env(|k| std::env::var(k).ok(), cli.data_dir)?;
     init_logging(&config);
     match cli.command {
@@ -158,13 +250,18 @@ fn execute(cli: Cli) -> Result<(), CliError> {
             workers.stop();
             Ok(())
         }
+        Command::Apikey(cmd) => admin::apikey(&config, cmd, cli.json),
+        Command::Audit(args) => admin::audit(&config, args, cli.json),
         Command::Domain(cmd) => members::domain(&config, cmd, cli.json),
         Command::List(cmd) => members::list(&config, cmd, cli.json),
+        Command::Member(cmd) => members::member(&config, cmd, cli.json),
         Command::Members(cmd) => members::members(&config, cmd, cli.json),
+        Command::Send(cmd) => sends::send(&config, cmd, cli.json),
+        Command::Webhook(cmd) => sends::webhook(&config, cmd, cli.json),
         Command::Digests(cmd) => members::digests(&config, cmd, cli.json),
         Command::Maintenance { state } => ocr::maintenance(&config, state, cli.json),
         Command::Ocr(cmd) => ocr::ocr(&config, cmd, cli.json),
-        Command::Sandbox { .. } => Ok(()),
+        Command::Completions { .. } | Command::Man { .. } | Command::Sandbox { .. } => Ok(()),
     }
 }
 
@@ -175,4 +272,31 @@ fn init_logging(config: &Config) {
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
     let _ = if config.log_json { builder.json().try_init() } else { builder.try_init() };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn help_lists_every_visible_command_in_one_area() {
+        let mut cmd = Cli::command();
+        cmd.build();
+        let visible: Vec<&str> = cmd.get_subcommands().filter(|c| !c.is_hide_set()).map(|c| c.get_name()).collect();
+        let grouped: Vec<&str> = AREAS.iter().flat_map(|(_, names)| names.iter().copied()).collect();
+        for name in &visible {
+            assert_eq!(grouped.iter().filter(|g| *g == name).count(), 1, "{name} is in one area");
+        }
+        for name in &grouped {
+            assert!(visible.contains(name), "{name} is a command");
+        }
+        let help = command().render_help().to_string();
+        assert!(help.contains("Mailing lists:\n  domain"), "{help}");
+        assert!(!help.contains("sandbox"), "{help}");
+    }
+
+    #[test]
+    fn the_definitions_are_consistent() {
+        Cli::command().debug_assert();
+    }
 }

@@ -1,5 +1,3 @@
-use clap::Parser;
-
 /// mimalloc instead of glibc's malloc: the request path allocates a few small objects per request,
 /// and glibc's allocator cost a measured share of the health route's CPU (BENCHMARKS.md).
 #[global_allocator]
@@ -16,5 +14,5 @@ fn main() -> std::process::ExitCode {
         let err = std::process::Command::new(exe).args(std::env::args_os().skip(1)).env("OMP_THREAD_LIMIT", "1").exec();
         eprintln!("courrier: warning: cannot restart with OMP_THREAD_LIMIT=1: {err}");
     }
-    courrier_cli::run(courrier_cli::Cli::parse())
+    courrier_cli::main_with_args()
 }

@@ -4,6 +4,7 @@
 
 mod access;
 mod cli;
+mod cli_admin;
 mod dns_check;
 mod einvoices;
 mod envelopes;

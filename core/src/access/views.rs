@@ -57,3 +57,14 @@ pub fn api_key(k: &ApiKey) -> Value {
         "revoked_at": time(k.revoked_at),
     })
 }
+
+/// An entry of the audit log. The actor ids are all null for the operator at the command line,
+/// whose entries' `request_id` is `cli`.
+pub fn audit_entry(e: &crate::kernel::AuditEntry) -> Value {
+    json!({
+        "id": e.id.get(), "at": e.at.to_rfc3339(), "request_id": e.request_id,
+        "actor_user_id": e.actor.user_id, "actor_key_id": e.actor.key_id,
+        "actor_member_id": e.actor.member_id,
+        "action": e.action, "target": e.target, "outcome": e.outcome.as_str(),
+    })
+}

@@ -124,6 +124,48 @@ pub fn get(
     authorized(app, p, ctx, Perm::Read, domain, name, "list.read")
 }
 
+/// The list named `name` when its domain is not named: the one domain in the caller's sight that
+/// has a list of that name. None has it: 404; several do: refused, naming them, for the caller
+/// to choose (a list name alone is only unambiguous when one domain has it).
+pub fn find_anywhere(
+    app: &Service,
+    p: &Principal,
+    ctx: &RequestCtx,
+    name: &ListName,
+) -> Result<MailingList, MailingError> {
+    let visible = domains::visibility(p);
+    let holders = in_read(&*app.store, |tx| {
+        let mut holders = Vec::new();
+        let mut offset = 0u64;
+        loop {
+            let page = crate::kernel::Page::parse(None, Some(&offset.to_string()))
+                .map_err(|e| MailingError::Invalid(e.to_string()))?;
+            let domains = tx.list_domains(&visible, None, page)?;
+            for d in &domains.items {
+                if tx.list_by_name(&d.name, name)?.is_some() {
+                    holders.push(d.name.clone());
+                }
+            }
+            offset += domains.items.len() as u64;
+            if domains.items.is_empty() || offset >= domains.total {
+                break;
+            }
+        }
+        Ok::<_, MailingError>(holders)
+    })?;
+    match holders.as_slice() {
+        [] => Err(MailingError::NotFound("list")),
+        [one] => get(app, p, ctx, one, name),
+        several => {
+            let names: Vec<&str> = several.iter().map(DomainName::as_str).collect();
+            Err(MailingError::Invalid(format!(
+                "the domains {} each have a list {name}: name the domain",
+                names.join(", ")
+            )))
+        }
+    }
+}
+
 fn clearable(field: &str, v: Option<String>, max: usize, multiline: bool) -> Result<Option<String>, MailingError> {
     match v {
         None => Ok(None),
@@ -286,4 +328,55 @@ pub fn list(
         }
     };
     Ok(in_read(&*app.store, |tx| tx.lists_of_domain(d.id, &visible))?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::access::users::{self, NewUser};
+    use crate::adapters::sqlite::SqliteStore;
+    use crate::kernel::{Clock, Timestamp};
+    use crate::testing::{FixedClock, RecordingTransport};
+    use std::sync::Arc;
+
+    /// A real SQLite store with the lists `news` on a.example and b.example, and `jobs` on a.example.
+    fn world(dir: &std::path::Path) -> Service {
+        let clock = Arc::new(FixedClock::at(Timestamp::from_unix_secs(1_800_000_000)));
+        let store = SqliteStore::open(&dir.join("t.db"), clock.now().unix_micros()).unwrap();
+        let mail = Arc::new(RecordingTransport::default());
+        let app = crate::testing::mailing(Arc::new(store), clock, mail, crate::egress::Egress::offline());
+        let (p, ctx) = (Principal::operator(), RequestCtx::cli());
+        let owner = EmailAddress::parse("owner@example.org").unwrap();
+        let new_user = NewUser { email: owner.clone(), profile: Default::default(), password: None };
+        users::create(&app.access, &p, &ctx, new_user).unwrap();
+        for (domain, list) in [("a.example", "news"), ("a.example", "jobs"), ("b.example", "news")] {
+            let d = DomainName::parse(domain).unwrap();
+            let req =
+                domains::NewDomainRequest { name: d.clone(), dkim_selector: None, default_subscription_policy: None };
+            let _ = domains::create(&app, &p, &ctx, req);
+            let new = NewList {
+                name: ListName::parse(list).unwrap(),
+                display_name: list.into(),
+                owner: owner.clone(),
+                kind: None,
+                subscription_policy: None,
+            };
+            create(&app, &p, &ctx, &d, new).unwrap();
+        }
+        app
+    }
+
+    #[test]
+    fn a_list_name_alone_finds_the_one_domain_that_has_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let app = world(dir.path());
+        let (p, ctx) = (Principal::operator(), RequestCtx::cli());
+        let find = |name: &str| find_anywhere(&app, &p, &ctx, &ListName::parse(name).unwrap());
+        assert_eq!(find("jobs").unwrap().address(), "jobs@a.example");
+        match find("news") {
+            Err(MailingError::Invalid(why)) => assert!(why.contains("a.example, b.example"), "{why}"),
+            other => panic!("two domains have news: {other:?}"),
+        }
+        assert!(matches!(find("nothing"), Err(MailingError::NotFound("list"))));
+    }
 }

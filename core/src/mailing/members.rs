@@ -13,7 +13,7 @@ use crate::access::principal::{InTx, RequestCtx, audit_done};
 use crate::access::{Perm, Principal};
 use crate::kernel::{DomainName, EmailAddress, EventName, ListName, Page, Paged, Timestamp, parse_positive_id};
 use crate::mailing::ports::Tx;
-use crate::storage::{StoreError, in_nested, in_read};
+use crate::storage::{StoreError, in_nested, in_read, in_write};
 use serde_json::json;
 
 pub const MAX_CONSENT_SOURCE: usize = 200;
@@ -336,6 +336,38 @@ pub fn get(
     found.ok_or(MailingError::NotFound("member"))
 }
 
+/// An administrator removes a member (the state machine's `remove`: pending, active, disabled or
+/// unsubscribed become `removed`), recording `member.removed`; removing a removed member is 409,
+/// like any move the machine refuses. Answers the member as it now stands.
+pub fn remove(
+    app: &Service,
+    p: &Principal,
+    ctx: &RequestCtx,
+    domain: &DomainName,
+    name: &ListName,
+    member: &MemberRef,
+) -> Result<Member, MailingError> {
+    let list = lists::authorized(app, p, ctx, Perm::MembersWrite, domain, name, "member.remove")?;
+    let now = app.clock.now();
+    in_write(&*app.store, |tx| {
+        let found = match member {
+            MemberRef::Id(id) => tx.member_by_id(list.id, *id)?,
+            MemberRef::Email(e) => tx.member_by_email(list.id, e)?,
+        };
+        let mut m = found.ok_or(MailingError::NotFound("member"))?;
+        let to = state::next(MemberState::of(m.status, m.pending_reason), Trigger::Remove)
+            .map_err(|_| MailingError::Conflict(format!("{} is already removed from the list", m.email)))?;
+        let (status, reason) = to.stored().ok_or(MailingError::Conflict("this member cannot be removed".into()))?;
+        m.status = status;
+        m.pending_reason = reason;
+        tx.update_member(&m, None, now)?;
+        let data = json!({ "member_id": m.id.get(), "email": m.email.to_string(), "reason": "removed" });
+        lists::emit(tx, EventName::MemberRemoved, &list, data, now)?;
+        audit_done(tx, p, ctx, now, "member.remove", &format!("member:{}:{}", list.address(), m.id))?;
+        Ok(m)
+    })
+}
+
 pub fn list(
     app: &Service,
     p: &Principal,
@@ -374,6 +406,64 @@ mod tests {
         assert!(matches!(MemberRef::parse("a@example.org").unwrap(), MemberRef::Email(_)));
         assert!(MemberRef::parse("0").is_err());
         assert!(MemberRef::parse("nobody").is_err());
+    }
+
+    #[test]
+    fn an_administrator_removes_a_member_once() {
+        use crate::access::users::{self, NewUser};
+        use crate::adapters::sqlite::SqliteStore;
+        use crate::kernel::Clock;
+        use crate::mailing::domains;
+        use crate::testing::{FixedClock, RecordingTransport};
+        use std::sync::Arc;
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(FixedClock::at(Timestamp::from_unix_secs(1_800_000_000)));
+        let store = SqliteStore::open(&dir.path().join("t.db"), clock.now().unix_micros()).unwrap();
+        let mail = Arc::new(RecordingTransport::default());
+        let app = crate::testing::mailing(Arc::new(store), clock, mail, crate::egress::Egress::offline());
+        let (p, ctx) = (Principal::operator(), RequestCtx::cli());
+        let (d, l) = (DomainName::parse("example.org").unwrap(), ListName::parse("news").unwrap());
+        let owner = EmailAddress::parse("owner@example.org").unwrap();
+        users::create(
+            &app.access,
+            &p,
+            &ctx,
+            NewUser { email: owner.clone(), profile: Default::default(), password: None },
+        )
+        .unwrap();
+        let req = domains::NewDomainRequest { name: d.clone(), dkim_selector: None, default_subscription_policy: None };
+        domains::create(&app, &p, &ctx, req).unwrap();
+        let new = lists::NewList {
+            name: l.clone(),
+            display_name: "News".into(),
+            owner,
+            kind: None,
+            subscription_policy: Some(SubscriptionPolicy::Open),
+        };
+        lists::create(&app, &p, &ctx, &d, new).unwrap();
+        let a = EmailAddress::parse("a@example.net").unwrap();
+        let req = AddMember {
+            email: a.clone(),
+            display_name: None,
+            delivery_mode: DeliveryMode::Regular,
+            force: false,
+            consent_source: None,
+            consent_evidence: None,
+            source_ip: None,
+        };
+        add(&app, &p, &ctx, None, &d, &l, req).unwrap();
+
+        let removed = remove(&app, &p, &ctx, &d, &l, &MemberRef::Email(a.clone())).unwrap();
+        assert_eq!(removed.status, MemberStatus::Removed);
+        let stored = get(&app, &p, &ctx, &d, &l, &MemberRef::Id(removed.id)).unwrap();
+        assert_eq!(stored.status, MemberStatus::Removed);
+        let events = in_read(&*app.store, |tx| tx.events_after(None, 100)).unwrap();
+        let gone: Vec<_> = events.iter().filter(|e| e.name == EventName::MemberRemoved).collect();
+        assert_eq!(gone.len(), 1);
+        assert_eq!(gone[0].data["email"], "a@example.net");
+        assert!(matches!(remove(&app, &p, &ctx, &d, &l, &MemberRef::Email(a)), Err(MailingError::Conflict(_))));
+        let nobody = MemberRef::Email(EmailAddress::parse("b@example.net").unwrap());
+        assert!(matches!(remove(&app, &p, &ctx, &d, &l, &nobody), Err(MailingError::NotFound("member"))));
     }
 
     #[test]

@@ -181,18 +181,7 @@ async fn audit(State(state): State<AppState>, Auth(p): Auth, RawQuery(raw): RawQ
     };
     let app = state.access.clone();
     let paged = run_blocking(move || Ok(courrier_core::system::audit(&app, &p, filter, page)?)).await?;
-    let items = paged
-        .items
-        .iter()
-        .map(|e| {
-            json!({
-                "id": e.id.get(), "at": e.at.to_rfc3339(), "request_id": e.request_id,
-                "actor_user_id": e.actor.user_id, "actor_key_id": e.actor.key_id,
-                "actor_member_id": e.actor.member_id,
-                "action": e.action, "target": e.target, "outcome": e.outcome.as_str(),
-            })
-        })
-        .collect();
+    let items = paged.items.iter().map(courrier_core::access::views::audit_entry).collect();
     Ok(Reply::collection(items, paged.total, paged.page))
 }
 
