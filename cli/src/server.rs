@@ -43,6 +43,7 @@ pub fn wire(config: &Config, build: BuildInfo) -> Result<Services, CliError> {
     store.set_search_limits(courrier_core::adapters::sqlite::SearchLimits {
         min_members: config.search_min_members,
         budget_bytes: usize::try_from(config.search_cache_mib << 20).unwrap_or(usize::MAX),
+        ..Default::default()
     });
     let sandbox =
         config.ocr_sandbox_bin.clone().or_else(courrier_core::adapters::pdf_sandbox::default_exe).ok_or_else(|| {

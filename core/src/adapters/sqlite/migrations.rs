@@ -30,6 +30,7 @@ const MIGRATIONS: &[Migration] = &[
     },
     Migration { version: 13, name: "subscribers", sql: include_str!("migrations/0013_subscribers.sql") },
     Migration { version: 14, name: "ocr_retention", sql: include_str!("migrations/0014_ocr_retention.sql") },
+    Migration { version: 15, name: "access_version", sql: include_str!("migrations/0015_access_version.sql") },
 ];
 
 /// How many migrations this binary knows.
