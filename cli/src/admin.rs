@@ -63,6 +63,12 @@ pub enum UserCommand {
         #[arg(long)]
         email: String,
     },
+    /// Delete an account with its roles, keys and sessions, and its OCR documents (files
+    /// included) and usage.
+    Delete {
+        #[arg(long)]
+        email: String,
+    },
 }
 
 /// A role and where it applies: `--role R [--domain D] [--list L]`.
@@ -224,6 +230,14 @@ pub fn user(config: &Config, cmd: UserCommand, json: bool) -> Result<(), CliErro
             let mut doc = views::user(&user);
             doc["roles"] = grants.iter().map(views::role_grant).collect();
             emit(json, &doc, || user_text(&user, &grants));
+            Ok(())
+        }
+        UserCommand::Delete { email: address } => {
+            let app = wire(config, crate::build_info())?.access;
+            let (found, _) = account(&app, &address)?;
+            users::delete(&app, &p, &ctx, found.id)?;
+            let doc = json!({ "id": found.id.get(), "email": found.email.to_string(), "deleted": true });
+            emit(json, &doc, || format!("deleted user {} ({})", found.id, found.email));
             Ok(())
         }
         UserCommand::Disable { email: address } => set_status(config, &address, UserStatus::Disabled, json),

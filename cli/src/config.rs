@@ -3,6 +3,7 @@
 
 use courrier_core::egress::AllowList;
 use courrier_core::kernel::{Code, CoreError, EmailAddress};
+use courrier_core::ocr::retention::Retention;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -43,6 +44,9 @@ pub struct Config {
     /// The `default` OCR plan's pages per user and month (`COURRIER_OCR_PAGES_PER_MONTH`, 0 = no
     /// limit, the default).
     pub ocr_pages_per_month: u32,
+    /// How long OCR documents are kept (`COURRIER_OCR_RETENTION_DAYS`: days, a fraction allowed,
+    /// default 90; 0 keeps them for ever).
+    pub ocr_retention: courrier_core::ocr::retention::Retention,
     /// CIDRs exempted from the egress guard's exclusion list (`COURRIER_EGRESS_ALLOW`).
     pub egress_allow: AllowList,
     /// A PEM file of extra trust roots for outgoing TLS (`COURRIER_EXTRA_CA`).
@@ -128,6 +132,18 @@ impl Config {
             Some(other) => return Err(invalid("COURRIER_OCR_REGISTRATION", format!("{other:?} is neither 0 nor 1"))),
         };
         let ocr_pages_per_month = number("COURRIER_OCR_PAGES_PER_MONTH", 0, 0..=1_000_000_000)? as u32;
+        let ocr_retention = match get("COURRIER_OCR_RETENTION_DAYS") {
+            None => Retention::DEFAULT,
+            Some(raw) => raw.trim().parse::<f64>().ok().and_then(Retention::from_days).ok_or_else(|| {
+                invalid(
+                    "COURRIER_OCR_RETENTION_DAYS",
+                    format!(
+                        "{raw:?} is not a number of days from 0 (keep for ever) to {} (fractions allowed, e.g. 0.5)",
+                        Retention::MAX_DAYS
+                    ),
+                )
+            })?,
+        };
         let search_cache_mib = number("COURRIER_SEARCH_CACHE_MIB", 256, 0..=1 << 20)? as u64;
         let search_min_members = number("COURRIER_SEARCH_MIN_MEMBERS", 20_000, 1..=1_000_000_000)? as u64;
         let egress_allow = AllowList::parse(&get("COURRIER_EGRESS_ALLOW").unwrap_or_default())
@@ -139,6 +155,7 @@ impl Config {
             .transpose()?;
         Ok(Self {
             ocr_pages_per_month,
+            ocr_retention,
             egress_allow,
             extra_ca,
             dns_server,
@@ -213,6 +230,11 @@ mod tests {
         let c = config(&[("COURRIER_PUBLIC_URL", "https://lists.example.org:8443/x")], None).unwrap();
         assert_eq!(c.mail_from.to_string(), "courrier@lists.example.org");
         assert!(config(&[("COURRIER_MAIL_FROM", "not an address")], None).is_err());
+        assert_eq!(c.ocr_retention, Retention::from_days(90.0).unwrap());
+        let kept = config(&[("COURRIER_OCR_RETENTION_DAYS", "0")], None).unwrap();
+        assert_eq!(kept.ocr_retention, Retention::Forever);
+        let half = config(&[("COURRIER_OCR_RETENTION_DAYS", " 0.5 ")], None).unwrap();
+        assert_eq!(half.ocr_retention, Retention::After { micros: 43_200_000_000 });
     }
 
     #[test]
@@ -231,6 +253,11 @@ mod tests {
             ("COURRIER_LOG_FORMAT", "xml"),
             ("COURRIER_EGRESS_ALLOW", "127.0.0.0/8,nope"),
             ("COURRIER_DNS_SERVER", "dns.example:53"),
+            ("COURRIER_OCR_RETENTION_DAYS", "-1"),
+            ("COURRIER_OCR_RETENTION_DAYS", "ninety"),
+            ("COURRIER_OCR_RETENTION_DAYS", "36501"),
+            ("COURRIER_OCR_RETENTION_DAYS", "NaN"),
+            ("COURRIER_OCR_RETENTION_DAYS", ""),
         ] {
             let err = config(&[(var, value)], None).unwrap_err().to_string();
             assert!(err.starts_with(var), "{err}");

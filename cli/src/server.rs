@@ -43,6 +43,7 @@ pub fn wire(config: &Config, build: BuildInfo) -> Result<Services, CliError> {
     store.set_search_limits(courrier_core::adapters::sqlite::SearchLimits {
         min_members: config.search_min_members,
         budget_bytes: usize::try_from(config.search_cache_mib << 20).unwrap_or(usize::MAX),
+        ..Default::default()
     });
     let sandbox =
         config.ocr_sandbox_bin.clone().or_else(courrier_core::adapters::pdf_sandbox::default_exe).ok_or_else(|| {
@@ -65,6 +66,7 @@ pub fn wire(config: &Config, build: BuildInfo) -> Result<Services, CliError> {
         sandbox_limits,
     );
     ocr_adapters.limits.pages_per_month = config.ocr_pages_per_month;
+    ocr_adapters.limits.retention = config.ocr_retention;
     let data_key = courrier_core::adapters::data_key::load_or_create(&config.data_dir)
         .map_err(|reason| ConfigError::Invalid { var: "COURRIER_DATA_DIR", reason })?;
     let https = courrier_core::adapters::https::RustlsHttps::new(config.extra_ca.as_deref())
@@ -81,6 +83,11 @@ pub fn wire(config: &Config, build: BuildInfo) -> Result<Services, CliError> {
     let mail: Arc<dyn courrier_core::kernel::MailTransport> = Arc::new(mail);
     let settings = Settings { public_url: config.public_url.clone(), mail_from: config.mail_from.clone() };
     let access = Arc::new(access::Service::new(store.clone(), clock.clone(), mail.clone(), settings.clone()));
+    // A user's OCR documents are deleted with the account: access calls this port, naming no context.
+    access.hold_user_data(Arc::new(ocr::retention::UserDocuments {
+        store: store.clone(),
+        blobs: Arc::clone(&ocr_adapters.blobs),
+    }));
     let mailing = Arc::new(mailing::Service {
         access: Arc::clone(&access),
         store: store.clone(),
@@ -170,6 +177,7 @@ pub fn run(bound: Bound, shutdown: impl Future<Output = ()> + Send + 'static) ->
         let listener = tokio::net::TcpListener::from_std(bound.listener).map_err(CliError::Serve)?;
         tracing::info!(addr = %listener.local_addr().map_err(CliError::Serve)?, "listening");
         let housekeeping = tokio::spawn(housekeeping(Arc::clone(&bound.services.mailing)));
+        let retention = tokio::spawn(retention_sweeps(Arc::clone(&bound.services.ocr)));
         let workers = crate::workers::start(
             Arc::clone(&bound.services.mailing),
             bound.delivery,
@@ -178,6 +186,7 @@ pub fn run(bound: Bound, shutdown: impl Future<Output = ()> + Send + 'static) ->
         );
         let served = courrier_http::server::serve(listener, bound.router, bound.limits, shutdown).await;
         housekeeping.abort();
+        retention.abort();
         // Copies in flight finish their SMTP exchange; the rest stay queued for the next start.
         tokio::task::spawn_blocking(move || workers.stop()).await.ok();
         served.map_err(CliError::Serve)
@@ -222,6 +231,24 @@ async fn housekeeping(app: Arc<mailing::Service>) {
                 }
             }
             Err(e) => tracing::warn!(error = %e, "housekeeping task failed"),
+        }
+    }
+}
+
+/// OCR documents past their retention (`COURRIER_OCR_RETENTION_DAYS`) deleted at start, then
+/// every tenth of the retention (between a second and an hour); nothing when they are kept for ever.
+async fn retention_sweeps(app: Arc<ocr::Service>) {
+    let Some(period) = app.limits.retention.sweep_every() else { return };
+    let mut every = tokio::time::interval(period);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        every.tick().await;
+        let app = Arc::clone(&app);
+        match tokio::task::spawn_blocking(move || ocr::retention::sweep(&app)).await {
+            Ok(Ok(0)) => {}
+            Ok(Ok(n)) => tracing::info!(documents = n, "OCR documents past their retention deleted"),
+            Ok(Err(e)) => tracing::warn!(error = %e, "OCR retention sweep failed"),
+            Err(e) => tracing::warn!(error = %e, "OCR retention sweep task failed"),
         }
     }
 }

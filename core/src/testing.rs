@@ -105,6 +105,7 @@ impl crate::ocr::engine::OcrEngine for ScriptedEngine {
         &self,
         _image: &crate::ocr::engine::GrayImage,
         _lang: crate::ocr::engine::Language,
+        _lines: crate::ocr::engine::Lines,
     ) -> Result<String, crate::ocr::engine::EngineError> {
         Ok(self.0.clone())
     }
@@ -115,7 +116,7 @@ impl crate::ocr::engine::OcrEngine for ScriptedEngine {
         lang: crate::ocr::engine::Language,
         _layout: crate::ocr::engine::Segmentation,
     ) -> Result<String, crate::ocr::engine::EngineError> {
-        self.recognize(image, lang)
+        self.recognize(image, lang, crate::ocr::engine::Lines::Across)
     }
 
     fn ready(&self) -> Result<(), crate::ocr::engine::EngineError> {
@@ -171,6 +172,11 @@ impl crate::ocr::blobs::BlobStore for MemoryBlobs {
     fn get(&self, id: &crate::ocr::blobs::BlobId) -> Result<Vec<u8>, crate::ocr::blobs::BlobError> {
         let blobs = self.0.lock().expect("poisoned");
         blobs.get(id.as_str()).cloned().ok_or_else(|| crate::ocr::blobs::BlobError::Missing(id.as_str().to_owned()))
+    }
+
+    fn delete(&self, id: &crate::ocr::blobs::BlobId) -> Result<(), crate::ocr::blobs::BlobError> {
+        self.0.lock().expect("poisoned").remove(id.as_str());
+        Ok(())
     }
 
     fn ready(&self) -> Result<(), crate::ocr::blobs::BlobError> {

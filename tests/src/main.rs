@@ -14,6 +14,7 @@ mod invoices;
 mod members;
 mod ocr;
 mod ocr_clients;
+mod ocr_retention;
 mod openapi;
 mod pdf_bombs;
 mod sends;

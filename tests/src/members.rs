@@ -706,3 +706,163 @@ fn a_search_of_a_big_list_follows_its_changes() {
     assert_eq!(search("email_contains=cli"), (2, vec!["cli1@example.net".to_owned(), "cli2@example.org".to_owned()]));
     assert_eq!(search("email_contains=example.net").0, 43);
 }
+
+#[test]
+fn thirty_two_clients_adding_at_once_are_each_answered_and_a_refused_one_leaves_nothing() {
+    let (app, key) = setup(SubscriptionPolicy::Open, &[]);
+    const CLIENTS: usize = 32;
+    // Client 31 sends client 0's address: whichever of the two the lane runs second is refused
+    // (409), inside the same group as the others or not, and must leave no row, event or entry.
+    let email = |c: usize| format!("g{}@example.net", if c == CLIENTS - 1 { 0 } else { c });
+    let barrier = std::sync::Barrier::new(CLIENTS);
+    let answers: Vec<(usize, u16, String)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..CLIENTS)
+            .map(|c| {
+                let (app, key, barrier, email) = (&app, &key, &barrier, &email);
+                s.spawn(move || {
+                    let body = json!({ "email": email(c), "delivery_mode": "digest" });
+                    barrier.wait();
+                    let r = add_with(app, key, &body);
+                    (c, r.status, r.body)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let created: Vec<&(usize, u16, String)> = answers.iter().filter(|a| a.1 == 201).collect();
+    let refused: Vec<&(usize, u16, String)> = answers.iter().filter(|a| a.1 == 409).collect();
+    assert_eq!((created.len(), refused.len()), (CLIENTS - 1, 1), "{answers:?}");
+    assert!(refused[0].0 == 0 || refused[0].0 == CLIENTS - 1, "{refused:?}");
+    assert!(refused[0].2.contains("already_subscribed"), "{}", refused[0].2);
+    // Every 201 is committed: its member is there, with its own id.
+    let mut ids = std::collections::HashSet::new();
+    for (c, _, body) in &created {
+        let id = serde_json::from_str::<Value>(body).unwrap()["data"]["member_id"].as_i64().unwrap();
+        assert!(ids.insert(id), "two answers with member {id}");
+        let m = get(&app, &key, &format!("{NEWS}/members/{id}"));
+        assert_eq!((m.status, m.json()["data"]["email"].as_str()), (200, Some(email(*c).as_str())), "{}", m.body);
+    }
+    let listed = get(&app, &key, &format!("{NEWS}/members?limit=500"));
+    assert_eq!(listed.json()["meta"]["total"], CLIENTS - 1);
+    let added = events(&app.core, EventName::MemberAdded);
+    assert_eq!(added.len(), CLIENTS - 1, "one event per committed addition, none for the refusal");
+    assert_eq!(added.iter().filter(|e| e["email"] == "g0@example.net").count(), 1);
+    let audit = get(&app, &key, "/api/v1/audit?action=member.add&limit=500");
+    assert_eq!(audit.json()["meta"]["total"], CLIENTS - 1, "{}", audit.body);
+}
+
+fn add_with(app: &TestApp, key: &str, body: &Value) -> Resp {
+    post(app, key, &format!("{NEWS}/members"), body.clone())
+}
+
+/// One `POST` over a fresh connection, without panicking when the server is gone: the status
+/// and body, or `None` if no whole answer came back.
+fn raw_post(addr: std::net::SocketAddr, path: &str, key: &str, body: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(20))).ok()?;
+    let req = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    let status = out.strip_prefix("HTTP/1.1 ")?.get(..3)?.parse().ok()?;
+    let (_, body) = out.split_once("\r\n\r\n")?;
+    // A body cut by the kill does not count as an answer.
+    serde_json::from_str::<Value>(body).ok()?;
+    Some((status, body.to_owned()))
+}
+
+#[test]
+fn a_server_killed_in_the_middle_of_a_group_keeps_every_addition_it_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    let cli = |args: &[&str]| {
+        let (status, out, err) = run_cli_in(dir.path(), args, &[], None);
+        assert!(status.success(), "courrier {args:?}: {out}{err}");
+        out
+    };
+    cli(&["user", "create", "--email", "admin@example.org", "--site-admin"]);
+    let key = cli(&[
+        "create-api-key",
+        "--email",
+        "admin@example.org",
+        "--scope",
+        "user",
+        "--perms",
+        "read,members:write,manage",
+        "--name",
+        "crash",
+        "--rate-limit-per-min",
+        "100000",
+    ])
+    .trim()
+    .to_owned();
+    cli(&["domain", "create", "example.org"]);
+    cli(&[
+        "list",
+        "create",
+        "--domain",
+        "example.org",
+        "--list",
+        "news",
+        "--display-name",
+        "News",
+        "--owner",
+        "admin@example.org",
+        "--subscription-policy",
+        "open",
+    ]);
+    let env = [("COURRIER_LOG", "warn")];
+    let app = courrier_tests::harness::ProcessApp::spawn_in(dir, &env);
+    let addr = app.addr;
+    let answered = std::sync::atomic::AtomicUsize::new(0);
+    let path = format!("{NEWS}/members");
+    // 16 clients add without pause until the server dies under them; each keeps what was answered.
+    let (kept, dir) = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..16)
+            .map(|c| {
+                let (answered, path, key) = (&answered, &path, &key);
+                s.spawn(move || {
+                    let mut kept = Vec::new();
+                    for i in 0u64.. {
+                        let email = format!("k{c}-{i}@example.net");
+                        let body = json!({ "email": email }).to_string();
+                        match raw_post(addr, path, key, &body) {
+                            Some((201, body)) => {
+                                let id = serde_json::from_str::<Value>(&body).unwrap()["data"]["member_id"]
+                                    .as_i64()
+                                    .unwrap();
+                                kept.push((email, id));
+                                answered.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                            }
+                            Some((status, body)) => panic!("{status}: {body}"),
+                            // The server is gone (this request was cut, or found no server).
+                            None => return kept,
+                        }
+                    }
+                    unreachable!()
+                })
+            })
+            .collect();
+        while answered.load(std::sync::atomic::Ordering::SeqCst) < 400 {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let dir = app.crash();
+        let kept: Vec<(String, i64)> = workers.into_iter().flat_map(|w| w.join().unwrap()).collect();
+        (kept, dir)
+    });
+    assert!(kept.len() >= 400, "{}", kept.len());
+    let app = courrier_tests::harness::ProcessApp::spawn_in(dir, &env);
+    let auth = format!("Bearer {key}");
+    let listed = app.client.request("GET", &format!("{NEWS}/members?limit=1"), &[("authorization", &auth)], None);
+    let total = listed.json()["meta"]["total"].as_u64().unwrap();
+    assert!(total >= kept.len() as u64, "{total} members on disk, {} answered 201", kept.len());
+    for (email, id) in &kept {
+        let r = app.client.request("GET", &format!("{NEWS}/members/{id}"), &[("authorization", &auth)], None);
+        assert_eq!((r.status, r.json()["data"]["email"].as_str()), (200, Some(email.as_str())), "{}", r.body);
+    }
+    println!("{} additions answered before the kill, {total} on disk after the restart", kept.len());
+}

@@ -1,7 +1,11 @@
 //! `bench-ocr`: the OCR service against the tools it is measured by, in one run on one machine.
 //!
-//! - one page through `POST /api/ocrs` against the `tesseract` CLI on the same image with the same
-//!   settings (`-l eng+fra --psm 1 --dpi 300`, `OMP_THREAD_LIMIT=1`): the service's overhead;
+//! - one A4 page scanned at 300 dpi through `POST /api/ocrs` (as a JPEG, and as a one-page scanned
+//!   PDF) against the command a user would run on the same image, `tesseract IMG - -l L` in the
+//!   page's language, one thread each (`OMP_THREAD_LIMIT=1`; the server's engines are
+//!   single-threaded), a French and a German page; with where the server's time went, read from
+//!   its `Server-Timing` header (decode, render, deskew, engine, extract, store);
+//! - the former baseline as an extra line: the 150 dpi PNG against `tesseract -l eng+fra --psm 1`;
 //! - a text-layer PDF against the scan of the same page (the OCR path): what the text layer saves;
 //! - a page to JPEG (`action=storeOnly` of a text PDF: render + encode) against `pdftoppm -jpeg`;
 //! - pages per minute with 4 concurrent clients;
@@ -20,25 +24,37 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
-const USAGE: &str =
-    "usage: bench-ocr [--scenario all|bomb] [--courrier PATH] [--rounds N] [--clients N] [--seconds N] [--smoke]";
+const USAGE: &str = "usage: bench-ocr [--scenario all|pages|bomb] [--courrier PATH] [--before PATH] [--rounds N] [--clients N] [--seconds N] [--smoke]";
 
 struct Options {
     courrier: PathBuf,
+    /// `--before PATH`: another build measured in the same rounds of the pages scenario.
+    before: Option<PathBuf>,
     rounds: usize,
     clients: usize,
     seconds: u64,
     /// `--scenario bomb`: only the bomb against the honest page.
     bomb_only: bool,
+    /// `--scenario pages`: only the scanned pages against the tesseract CLI.
+    pages_only: bool,
 }
 
 fn main() -> ExitCode {
-    let mut opts = Options { courrier: default_courrier(), rounds: 7, clients: 4, seconds: 60, bomb_only: false };
+    let mut opts = Options {
+        courrier: default_courrier(),
+        before: None,
+        rounds: 7,
+        clients: 4,
+        seconds: 60,
+        bomb_only: false,
+        pages_only: false,
+    };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
         let parsed: Result<(), String> = match a.as_str() {
             "--courrier" => value("--courrier").map(|v| opts.courrier = PathBuf::from(v)),
+            "--before" => value("--before").map(|v| opts.before = Some(PathBuf::from(v))),
             "--rounds" => {
                 value("--rounds").and_then(|v| v.parse().map_err(|e| format!("--rounds: {e}"))).map(|v| opts.rounds = v)
             }
@@ -49,10 +65,11 @@ fn main() -> ExitCode {
                 .and_then(|v| v.parse().map_err(|e| format!("--seconds: {e}")))
                 .map(|v| opts.seconds = v),
             "--scenario" => value("--scenario").and_then(|v| {
-                opts.bomb_only = match v.as_str() {
-                    "all" => false,
-                    "bomb" => true,
-                    _ => return Err(format!("--scenario must be all or bomb, got {v:?}")),
+                (opts.bomb_only, opts.pages_only) = match v.as_str() {
+                    "all" => (false, false),
+                    "bomb" => (true, false),
+                    "pages" => (false, true),
+                    _ => return Err(format!("--scenario must be all, pages or bomb, got {v:?}")),
                 };
                 Ok(())
             }),
@@ -115,9 +132,14 @@ fn start(courrier: &Path) -> Result<Courrier, String> {
 
 /// One upload on a new connection; the status and the body.
 fn upload(server: &Courrier, file: &[u8], action: &str) -> Result<(u16, Vec<u8>), String> {
+    upload_in(server, file, action, "fr").map(|(status, _, body)| (status, body))
+}
+
+/// One upload in `lang` on a new connection; the status, the response head and the body.
+fn upload_in(server: &Courrier, file: &[u8], action: &str, lang: &str) -> Result<(u16, String, Vec<u8>), String> {
     let boundary = "bench-ocr-boundary-5f2a";
     let mut body = Vec::new();
-    for (name, value) in [("lang", "fr"), ("profile", "invoice"), ("action", action)] {
+    for (name, value) in [("lang", lang), ("profile", "invoice"), ("action", action)] {
         body.extend_from_slice(
             format!("--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n").as_bytes(),
         );
@@ -139,7 +161,150 @@ fn upload(server: &Courrier, file: &[u8], action: &str) -> Result<(u16, Vec<u8>)
     s.read_to_end(&mut out).map_err(|e| e.to_string())?;
     let status = std::str::from_utf8(out.get(9..12).unwrap_or(b"000")).ok().and_then(|c| c.parse().ok()).unwrap_or(0);
     let split = out.windows(4).position(|w| w == b"\r\n\r\n").map_or(out.len(), |p| p + 4);
-    Ok((status, out[split..].to_vec()))
+    Ok((status, String::from_utf8_lossy(&out[..split]).into_owned(), out[split..].to_vec()))
+}
+
+/// The stages of the server's `Server-Timing` header, in its order, and the client's wall time
+/// around the request.
+const STAGES: [&str; 7] = ["decode", "render", "deskew", "engine", "extract", "store", "total"];
+
+/// `name;dur=ms` entries of the response head's `Server-Timing`, in [`STAGES`] order (0 when absent:
+/// a build without the header).
+fn server_timing(head: &str) -> [f64; 7] {
+    let mut out = [0.0; 7];
+    let Some(line) = head.lines().find(|l| l.to_ascii_lowercase().starts_with("server-timing:")) else { return out };
+    for entry in line["server-timing:".len()..].split(',') {
+        let mut parts = entry.trim().split(';');
+        let name = parts.next().unwrap_or("");
+        let dur = parts.find_map(|p| p.trim().strip_prefix("dur=")).and_then(|d| d.parse().ok()).unwrap_or(0.0);
+        if let Some(i) = STAGES.iter().position(|s| *s == name) {
+            out[i] = dur;
+        }
+    }
+    out
+}
+
+/// One A4 page scanned at 300 dpi, in one language, with what its text must contain.
+struct ScanPage {
+    /// `fr`, `de`: the upload's `lang`.
+    lang: &'static str,
+    /// Tesseract's name of the language: what a user passes to `-l`.
+    tesseract: &'static str,
+    path: PathBuf,
+    jpeg: Vec<u8>,
+    /// The same JPEG as the one image of a one-page A4 PDF (a scanner's output).
+    pdf: Vec<u8>,
+    expect: String,
+}
+
+fn scan_page(name: &str, lang: &'static str, tesseract: &'static str) -> Result<ScanPage, String> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/invoices/generated");
+    let path = dir.join(format!("{name}.jpg"));
+    let jpeg = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let truth: serde_json::Value = std::fs::read(dir.join(format!("{name}.json")))
+        .map_err(|e| e.to_string())
+        .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))?;
+    let expect = truth["meta"]["invoice_number"].as_str().ok_or(format!("{name}.json: no invoice_number"))?.to_owned();
+    let (w, h) = courrier_core::ocr::wrap::jpeg_dimensions(&jpeg).ok_or(format!("{name}: not a JPEG"))?;
+    let image = format!(
+        "/Type/XObject/Subtype/Image/Width {w}/Height {h}/ColorSpace/DeviceGray/BitsPerComponent 8/Filter/DCTDecode"
+    );
+    let pdf = courrier_benches::pdf::pdf(1, b"q 595 0 0 842 0 0 cm /Im0 Do Q", Some((&image, &jpeg)));
+    Ok(ScanPage { lang, tesseract, path, jpeg, pdf, expect })
+}
+
+/// The client's milliseconds and the server's stages ([`STAGES`]).
+type Timed = (f64, [f64; 7]);
+
+/// An upload timed by the client, with the server's own breakdown.
+fn timed_upload(server: &Courrier, file: &[u8], lang: &str, expect: &str) -> Result<Timed, String> {
+    let started = Instant::now();
+    let (status, head, body) = upload_in(server, file, "default", lang)?;
+    let ms = started.elapsed().as_secs_f64() * 1000.0;
+    let text = String::from_utf8_lossy(&body);
+    if status != 200 || !text.contains(expect) {
+        return Err(format!("POST /api/ocrs answered {status} without {expect:?}: {}", &text[..text.len().min(300)]));
+    }
+    Ok((ms, server_timing(&head)))
+}
+
+/// Each scanned page as a JPEG upload, as a scanned PDF upload (on each build measured: this one,
+/// and `--before`'s), and through the `tesseract` CLI, alternating round by round after one warm-up
+/// each; a table of medians, ratios and breakdowns.
+fn pages_vs_cli(opts: &Options, server: &Courrier) -> Result<(), String> {
+    let pages = [scan_page("fr-1-scan300", "fr", "fra")?, scan_page("de-1-scan300", "de", "deu")?];
+    let before = opts.before.as_deref().map(start).transpose()?;
+    let mut builds = vec![("now", server)];
+    if let Some(b) = &before {
+        builds.push(("before", b));
+    }
+    println!(
+        "one page vs `tesseract IMG - -l L` (OMP_THREAD_LIMIT=1), A4 scanned at 300 dpi, {} rounds; builds: now {}{}; load average {}",
+        opts.rounds,
+        opts.courrier.display(),
+        opts.before.as_ref().map(|b| format!(", before {}", b.display())).unwrap_or_default(),
+        courrier_benches::loadavg()
+    );
+    let mut ratios = Vec::new();
+    let mut breakdowns = Vec::new();
+    for page in &pages {
+        let path = page.path.display().to_string();
+        let cli = || timed(|| tool("tesseract", &[&path, "-", "-l", page.tesseract], &page.expect));
+        for (_, build) in &builds {
+            timed_upload(build, &page.jpeg, page.lang, &page.expect)?;
+            timed_upload(build, &page.pdf, page.lang, &page.expect)?;
+        }
+        cli()?;
+        // Per build: JPEG runs, PDF runs.
+        let mut runs: Vec<[Vec<Timed>; 2]> = builds.iter().map(|_| Default::default()).collect();
+        let mut tess = Vec::new();
+        for _ in 0..opts.rounds {
+            for (i, (_, build)) in builds.iter().enumerate() {
+                runs[i][0].push(timed_upload(build, &page.jpeg, page.lang, &page.expect)?);
+                runs[i][1].push(timed_upload(build, &page.pdf, page.lang, &page.expect)?);
+            }
+            tess.push(cli()?);
+        }
+        let tess_ms = median(tess);
+        for ((name, _), [jpeg, pdf]) in builds.iter().zip(runs) {
+            for (kind, runs) in [("JPEG", jpeg), ("PDF", pdf)] {
+                let client = median(runs.iter().map(|r| r.0).collect());
+                let mut stages = [0.0; 7];
+                for (i, stage) in stages.iter_mut().enumerate() {
+                    *stage = median(runs.iter().map(|r| r.1[i]).collect());
+                }
+                ratios.push((*name, page.tesseract, kind, client, tess_ms));
+                breakdowns.push((*name, page.tesseract, kind, client, stages));
+            }
+        }
+    }
+    println!("| build | page | upload | courrier | `tesseract IMG - -l L` | ratio |");
+    println!("|---|---|---|---:|---:|---:|");
+    for (build, lang, kind, api_ms, cli_ms) in &ratios {
+        println!("| {build} | {lang} | {kind} | {api_ms:.0} ms | {cli_ms:.0} ms | **{:.2}** |", api_ms / cli_ms);
+    }
+    println!("where the server's time went (medians, ms; http+queue = the client's time minus the server's total):");
+    println!(
+        "| build | page | upload | decode | render | deskew | engine | extract | store | server total | http+queue | client |"
+    );
+    println!("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (build, lang, kind, client, s) in &breakdowns {
+        println!(
+            "| {build} | {lang} | {kind} | {:.0} | {:.0} | {:.0} | {:.0} | {:.1} | {:.1} | {:.0} | {:.0} | {client:.0} |",
+            s[0],
+            s[1],
+            s[2],
+            s[3],
+            s[4],
+            s[5],
+            s[6],
+            client - s[6]
+        );
+    }
+    println!("load average at the end: {}", courrier_benches::loadavg());
+    let worst = ratios.iter().filter(|r| r.0 == "now").map(|r| r.3 / r.4).fold(0.0, f64::max);
+    println!("worst ratio of this build {worst:.2} (target <= 0.95)");
+    Ok(())
 }
 
 fn timed(f: impl FnOnce() -> Result<(), String>) -> Result<f64, String> {
@@ -198,13 +363,17 @@ fn run(opts: &Options) -> Result<(), String> {
         return bomb_vs_page(opts, &server, &scan_pdf);
     }
 
+    pages_vs_cli(opts, &server)?;
+    if opts.pages_only {
+        return Ok(());
+    }
     let (api_ms, cli_ms) = compare(
         opts.rounds,
         || timed(|| api(&server, &png, "default", "Total TTC")),
         || timed(|| tool("tesseract", &[&png_path, "-", "-l", "eng+fra", "--psm", "1", "--dpi", "300"], "Total TTC")),
     )?;
     println!(
-        "ocr one page (PNG, A4 150 dpi): api {api_ms:.0} ms, tesseract CLI {cli_ms:.0} ms, ratio {:.2} (target <= 1.15)",
+        "former baseline, PNG A4 150 dpi: api {api_ms:.0} ms, `tesseract -l eng+fra --psm 1 --dpi 300` {cli_ms:.0} ms, ratio {:.2}",
         api_ms / cli_ms
     );
 

@@ -2,10 +2,10 @@
 //! read or a hop to the blocking pool (measured: that hop, not SQLite, cost most of an
 //! authenticated request; BENCHMARKS.md).
 //!
-//! Correctness rests on the store's change marker, which moves on every commit by any connection
-//! of any process: a lookup first reads the marker, and any change empties the cache, so a
-//! revocation, a role change or a disabled user committed anywhere takes effect on the next
-//! request. An entry filled from a read is tagged with the marker read *before* that read: if
+//! Correctness rests on the store's access marker, which moves on every commit by any connection
+//! of any process that changes users, roles or keys (other writes, such as adding members, leave
+//! it): a lookup first reads the marker, and any change empties the cache, so a revocation, a role
+//! change or a disabled user committed anywhere takes effect on the next request. An entry filled from a read is tagged with the marker read *before* that read: if
 //! something committed in between, the next lookup sees a newer marker and drops it.
 
 use super::model::{ApiKey, Role, User, UserStatus};

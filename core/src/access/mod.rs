@@ -39,6 +39,8 @@ pub struct Service {
     /// them once they share a database.
     pub counters: Arc<dyn limits::Counters>,
     pub key_cache: cache::KeyCache,
+    /// What other contexts keep of a user, deleted with the account (`users::delete`).
+    user_data: std::sync::RwLock<Vec<Arc<dyn ports::UserData>>>,
 }
 
 impl Service {
@@ -56,7 +58,17 @@ impl Service {
             limiter: Default::default(),
             counters: Arc::new(limits::MemoryCounters::default()),
             key_cache: Default::default(),
+            user_data: Default::default(),
         }
+    }
+
+    /// Registers a holder of user data (the composition root, once per context that keeps some).
+    pub fn hold_user_data(&self, holder: Arc<dyn ports::UserData>) {
+        self.user_data.write().unwrap_or_else(std::sync::PoisonError::into_inner).push(holder);
+    }
+
+    fn user_data_holders(&self) -> Vec<Arc<dyn ports::UserData>> {
+        self.user_data.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 }
 

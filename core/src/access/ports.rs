@@ -44,6 +44,9 @@ pub trait AccessRepo {
     fn user_by_email(&mut self, email: &EmailAddress) -> Result<Option<UserWithSecret>, StoreError>;
     fn list_users(&mut self, visible: &UserVisibility, page: Page) -> Result<Paged<User>, StoreError>;
     fn update_user(&mut self, user: &User, now: Timestamp) -> Result<(), StoreError>;
+    /// Deletes the account with its roles, keys, sessions and one-time tokens. What other contexts
+    /// keep of the user is theirs to delete first ([`UserData`]). Whether there was one.
+    fn delete_user(&mut self, id: UserId) -> Result<bool, StoreError>;
     fn set_password_hash(&mut self, id: UserId, hash: &str, now: Timestamp) -> Result<(), StoreError>;
 
     fn roles_of(&mut self, user: UserId) -> Result<Vec<RoleGrant>, StoreError>;
@@ -87,4 +90,13 @@ pub trait AccessRepo {
     fn token_by_hash(&mut self, purpose: &str, token_hash: &str) -> Result<Option<OneTimeToken>, StoreError>;
     /// Marks the token used; `false` when it already was (so two concurrent uses cannot both win).
     fn use_token(&mut self, id: i64, now: Timestamp) -> Result<bool, StoreError>;
+}
+
+/// What another context keeps of a user (the OCR service's documents), deleted with the account.
+/// Access names no other context: the composition root registers each holder
+/// (`Service::hold_user_data`), and `users::delete` calls them before the account goes.
+pub trait UserData: Send + Sync {
+    /// Deletes everything kept of `user`, durably, in the holder's own transaction; deleting what
+    /// is already gone succeeds (a deletion retried after a failure completes).
+    fn erase(&self, user: UserId) -> Result<(), StoreError>;
 }

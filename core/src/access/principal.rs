@@ -275,7 +275,7 @@ pub fn authenticate(app: &Service, credential: &Credential, mutating: bool) -> R
         Credential::ApiKey(secret) => {
             let (prefix, _) = parse_key(secret).ok_or_else(|| refuse("malformed API key"))?;
             // Read the marker before the store, so a commit racing this read invalidates the entry.
-            let marker = app.store.change_marker().ok();
+            let marker = app.store.access_marker().ok();
             let found = in_read(&*app.store, |tx| {
                 let Some((key, secret_hash)) = tx.key_by_prefix(prefix)? else { return Ok(None) };
                 let user = tx.user_by_id(key.user_id)?.map(|u| u.user);
@@ -330,7 +330,7 @@ pub fn authenticate(app: &Service, credential: &Credential, mutating: bool) -> R
 /// unreadable): then `authenticate` does, through the blocking pool.
 pub fn authenticate_cached_key(app: &Service, secret: &str) -> Option<Result<Arc<Principal>, AccessError>> {
     let Some((prefix, _)) = parse_key(secret) else { return Some(Err(refuse("malformed API key"))) };
-    let marker = app.store.change_marker().ok()?;
+    let marker = app.store.access_marker().ok()?;
     let entry = app.key_cache.get(marker, prefix)?;
     Some(check_key(app, &entry, secret, app.clock.now()))
 }

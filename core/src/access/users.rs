@@ -243,6 +243,39 @@ pub fn update(
     })
 }
 
+/// Deletes an account: first what other contexts keep of it (the OCR service's documents, through
+/// the holders the composition root registered), then its roles, keys, sessions, tokens and the
+/// account itself, audited. Not one's own account, nor the last active site administrator.
+pub fn delete(app: &Service, p: &Principal, ctx: &RequestCtx, id: UserId) -> Result<(), AccessError> {
+    let target = format!("user:{id}");
+    let checked = load(app, id).and_then(|(user, grants)| {
+        authorize_over(p, Perm::Manage, &user, &roles(&grants))?;
+        if p.user.as_ref().is_some_and(|u| u.id == id) {
+            return Err(AccessError::Forbidden("an account is deleted by another administrator".into()));
+        }
+        let admin = user.status == UserStatus::Active && grants.iter().any(|g| g.role == Role::SiteAdmin);
+        if admin && in_read(&*app.store, |tx| tx.count_active_site_admins())? <= 1 {
+            return Err(AccessError::Conflict("the last active site administrator cannot be deleted".into()));
+        }
+        Ok(admin)
+    });
+    let admin = checked.map_err(|e| audited_refusal(app, p, ctx, "user.delete", &target, e))?;
+    for holder in app.user_data_holders() {
+        holder.erase(id)?;
+    }
+    let now = app.clock.now();
+    in_write(&*app.store, |tx| {
+        if !tx.delete_user(id)? {
+            return Err(AccessError::NotFound("user"));
+        }
+        // Checked again in the deleting transaction: two concurrent deletions cannot both pass.
+        if admin && tx.count_active_site_admins()? == 0 {
+            return Err(AccessError::Conflict("the last active site administrator cannot be deleted".into()));
+        }
+        audit_done(tx, p, ctx, now, "user.delete", &target)
+    })
+}
+
 pub fn set_password(
     app: &Service,
     p: &Principal,

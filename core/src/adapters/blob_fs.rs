@@ -57,6 +57,16 @@ impl BlobStore for FsBlobStore {
         }
     }
 
+    fn delete(&self, id: &BlobId) -> Result<(), BlobError> {
+        let path = self.path_of(id);
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e.into()),
+            // Synced, so that a deletion the user was told of survives a crash.
+            Ok(()) => Ok(sync_dir(path.parent().unwrap_or(&self.dir))?),
+        }
+    }
+
     fn ready(&self) -> Result<(), BlobError> {
         let probe = self.dir.join(format!(".ready-{}", secrets::random_hex(4)));
         std::fs::write(&probe, b"ok")?;
@@ -84,5 +94,8 @@ mod tests {
             .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with(".tmp"));
         assert_eq!(leftovers.count(), 0);
         store.ready().unwrap();
+        store.delete(&a).unwrap();
+        assert!(matches!(store.get(&a), Err(BlobError::Missing(_))));
+        store.delete(&a).unwrap();
     }
 }

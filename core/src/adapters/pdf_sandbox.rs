@@ -404,8 +404,11 @@ pub fn child_main(args: &[String]) -> u8 {
     let result = match args {
         [mode, n] if mode == "content" => n.parse().map_err(|_| bad_args()).and_then(|max| content(&pdf, max)),
         [mode, n] if mode == "document" => n.parse().map_err(|_| bad_args()).and_then(|max| {
-            let mut records = invoice_xml(&pdf)?;
-            records.extend(content(&pdf, max)?);
+            // Parsed once for both (a 300 dpi scan is ~1 MB of PDF).
+            let doc = load(&pdf)?;
+            let mut records: Vec<Record> =
+                super::pdf_attachments::invoice_xml(&doc)?.map(Record::Xml).into_iter().collect();
+            records.extend(content_of(&doc, &pdf, max)?);
             Ok(records)
         }),
         [mode, n] if mode == "page" => n.parse().map_err(|_| bad_args()).and_then(|page| page_image(&pdf, page)),
@@ -830,7 +833,31 @@ fn parse_pgm(data: &[u8]) -> Option<GrayImage> {
 const TEXT_LAYER_MIN_ALNUM: usize = 3;
 
 fn content(pdf: &[u8], max_pages: u32) -> Result<Vec<Record>, PdfError> {
-    let doc = load(pdf)?;
+    content_of(&load(pdf)?, pdf, max_pages)
+}
+
+/// The page's scan when the page is nothing else: one JPEG drawn ([`single_jpeg`]), no other
+/// XObject (a form could hold text), no font. Such a page has no text layer to look for.
+fn bare_scan(doc: &lopdf::Document, page: lopdf::ObjectId) -> Option<Vec<u8>> {
+    if !doc.get_page_fonts(page).ok()?.is_empty() {
+        return None;
+    }
+    let (direct, referenced) = doc.get_page_resources(page).ok()?;
+    let xobjects = |res: &lopdf::Dictionary| {
+        res.get(b"XObject")
+            .and_then(|o| doc.dereference(o))
+            .and_then(|(_, o)| o.as_dict())
+            .map_or(0, lopdf::Dictionary::len)
+    };
+    let count = direct.map_or(0, xobjects)
+        + referenced.iter().filter_map(|id| doc.get_dictionary(*id).ok()).map(xobjects).sum::<usize>();
+    if count != 1 {
+        return None;
+    }
+    single_jpeg(doc, page)
+}
+
+fn content_of(doc: &lopdf::Document, pdf: &[u8], max_pages: u32) -> Result<Vec<Record>, PdfError> {
     let pages = doc.get_pages();
     let count = u32::try_from(pages.len()).unwrap_or(u32::MAX);
     if count == 0 {
@@ -839,7 +866,15 @@ fn content(pdf: &[u8], max_pages: u32) -> Result<Vec<Record>, PdfError> {
     if count > max_pages {
         return Err(PdfError::TooManyPages { pages: count, max: max_pages });
     }
-    check_declared_pixels(&doc, pages.values().copied())?;
+    check_declared_pixels(doc, pages.values().copied())?;
+    let mut records = vec![Record::Count(count)];
+    // A scanner's PDF (every page one bare JPEG) has no text layer: its pages go back as they are,
+    // without a scratch copy or pdftotext (a process, ~10 ms, on every scanned upload).
+    let scans: Option<Vec<Vec<u8>>> = pages.values().map(|&page| bare_scan(doc, page)).collect();
+    if let Some(scans) = scans {
+        records.extend(scans.into_iter().map(|jpeg| Record::Page(PdfPage::Jpeg(jpeg))));
+        return Ok(records);
+    }
     let scratch = Scratch::new(pdf)?;
     let path = scratch.pdf();
     let text = run_tool(
@@ -848,15 +883,14 @@ fn content(pdf: &[u8], max_pages: u32) -> Result<Vec<Record>, PdfError> {
     )?;
     let text = String::from_utf8_lossy(&text);
     let texts: Vec<&str> = text.split('\x0c').collect();
-    let mut records = vec![Record::Count(count)];
     for (i, (&page_no, &page)) in pages.iter().enumerate() {
         let t = texts.get(i).copied().unwrap_or("");
         let record = if t.chars().filter(|c| c.is_alphanumeric()).count() >= TEXT_LAYER_MIN_ALNUM {
             PdfPage::Text(t.trim_end().to_owned())
-        } else if let Some(jpeg) = single_jpeg(&doc, page) {
+        } else if let Some(jpeg) = single_jpeg(doc, page) {
             PdfPage::Jpeg(jpeg)
         } else {
-            render(&scratch, &doc, page_no, page, RenderAs::Pixels)?
+            render(&scratch, doc, page_no, page, RenderAs::Pixels)?
         };
         records.push(Record::Page(record));
     }
@@ -894,6 +928,66 @@ pub fn default_exe() -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A one-page PDF drawing `jpeg` full page, and with `text` also a line of it in Helvetica
+    /// (a scan with a text layer, as OCR software writes them).
+    fn scan_pdf(jpeg: &[u8], text: Option<&str>) -> Vec<u8> {
+        let content = match text {
+            Some(t) => format!("q 595 0 0 842 0 0 cm /Im0 Do Q BT /F1 12 Tf 72 720 Td ({t}) Tj ET"),
+            None => "q 595 0 0 842 0 0 cm /Im0 Do Q".to_owned(),
+        };
+        let font = if text.is_some() { "/Font<</F1 6 0 R>>" } else { "" };
+        let mut objects: Vec<Vec<u8>> = vec![
+            b"<</Type/Catalog/Pages 2 0 R>>".to_vec(),
+            b"<</Type/Pages/Kids[5 0 R]/Count 1>>".to_vec(),
+            format!("<</Length {}>>stream\n{content}\nendstream", content.len()).into_bytes(),
+        ];
+        let mut image =
+            b"<</Type/XObject/Subtype/Image/Width 16/Height 16/ColorSpace/DeviceGray/BitsPerComponent 8/Filter/DCTDecode"
+                .to_vec();
+        image.extend_from_slice(format!("/Length {}>>stream\n", jpeg.len()).as_bytes());
+        image.extend_from_slice(jpeg);
+        image.extend_from_slice(b"\nendstream");
+        objects.push(image);
+        objects.push(
+            format!("<</Type/Page/Parent 2 0 R/MediaBox[0 0 595 842]/Resources<</XObject<</Im0 4 0 R>>{font}>>/Contents 3 0 R>>")
+                .into_bytes(),
+        );
+        objects.push(b"<</Type/Font/Subtype/Type1/BaseFont/Helvetica>>".to_vec());
+        let mut out = b"%PDF-1.4\n".to_vec();
+        let mut offsets = Vec::new();
+        for (i, o) in objects.iter().enumerate() {
+            offsets.push(out.len());
+            out.extend_from_slice(format!("{} 0 obj\n", i + 1).as_bytes());
+            out.extend_from_slice(o);
+            out.extend_from_slice(b"\nendobj\n");
+        }
+        let xref = out.len();
+        out.extend_from_slice(format!("xref\n0 {}\n0000000000 65535 f \n", objects.len() + 1).as_bytes());
+        for o in offsets {
+            out.extend_from_slice(format!("{o:010} 00000 n \n").as_bytes());
+        }
+        out.extend_from_slice(
+            format!("trailer\n<</Size {}/Root 1 0 R>>\nstartxref\n{xref}\n%%EOF\n", objects.len() + 1).as_bytes(),
+        );
+        out
+    }
+
+    /// A scanner's page goes back as its JPEG (no text layer looked for); a scan that carries a text
+    /// layer still gives its text.
+    #[test]
+    fn a_bare_scan_is_its_jpeg_and_a_scan_with_a_text_layer_its_text() {
+        use crate::ocr::images::ImageCodec;
+        let page = GrayImage::new(16, 16, vec![200; 256]).unwrap();
+        let jpeg = crate::adapters::image_codec::ImageCrateCodec.encode_jpeg(&page).unwrap();
+        let bare = content(&scan_pdf(&jpeg, None), 5).unwrap();
+        assert!(matches!(&bare[..], [Record::Count(1), Record::Page(PdfPage::Jpeg(j))] if *j == jpeg), "{bare:?}");
+        let layered = content(&scan_pdf(&jpeg, Some("Facture 2026-042 Total TTC")), 5).unwrap();
+        assert!(
+            matches!(&layered[..], [Record::Count(1), Record::Page(PdfPage::Text(t))] if t.contains("Facture 2026-042")),
+            "{layered:?}"
+        );
+    }
 
     #[test]
     fn records_round_trip() {

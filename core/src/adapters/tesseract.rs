@@ -1,30 +1,41 @@
 //! The OCR engine over the system libtesseract (the `tesseract` crate; `tesseract-rs` downloads
 //! sources in its build script and clashes with tesseract-sys, see stack.md).
 //!
-//! A fixed pool of worker threads, each owning its initialised engines (one per language set,
-//! created on first use and reused: init costs 0.1-0.5 s, a page ~0.6 s). Requests queue for a
+//! A fixed pool of worker threads, each owning its initialised engines (one `TessBaseAPI` per
+//! language, created on first use and reused: init costs 0.05-0.5 s, a 300 dpi page ~0.4 s). Requests queue for a
 //! free worker, so OCR never uses more threads than the pool, whatever the number of clients.
 //! Each engine must run single-threaded: OpenMP's default threading made a page take 1.7-4.9 s
 //! instead of 0.6 s here. libgomp reads `OMP_THREAD_LIMIT` when it is loaded, before any Rust
 //! code runs, so the binary re-executes itself with it set (cli `main.rs`); this adapter only
 //! warns when it finds it missing.
 
-use crate::ocr::engine::{EngineError, GrayImage, Language, OcrEngine, OcrWord, RecognizedPage, Segmentation};
+use crate::ocr::engine::{EngineError, GrayImage, Language, Lines, OcrEngine, OcrWord, RecognizedPage, Segmentation};
 use std::collections::HashMap;
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex, OnceLock};
 use tesseract::Tesseract;
 
-/// Pages are rendered at 300 dpi and scans are usually 200-300: telling Tesseract spares its
-/// "invalid resolution" guess of 70 dpi, which shrank its size thresholds.
-const SOURCE_DPI: i32 = 300;
+/// The resolution a zone is said to have (cuts of pages rendered at 300 dpi, scans usually
+/// 200-300): a zone is segmented as a line or a block, which never estimates one, and Tesseract's
+/// fallback of 70 dpi shrank its size thresholds.
+const ZONE_DPI: i32 = 300;
+/// A whole page's resolution is left unknown (0): its automatic segmentation then estimates it
+/// from the size of the text's lines, as the `tesseract` command does for an image without one.
+/// A fixed 300 read the 300 dpi fixture pages a fifth slower than the estimate (403 dpi for
+/// `fr-1-scan300.jpg`, whose type is large), for the same text.
+const PAGE_DPI_UNKNOWN: i32 = 0;
+
+/// A page read across (PSM 3) whose words average under this confidence (0-100) is read again
+/// with orientation detection (PSM 1): an upside-down page reads as noise below 40, a good scan
+/// above 85.
+const LOW_CONFIDENCE: i32 = 60;
 
 /// What a job asks for: a page's text only, or its text and the words' boxes (Tesseract's TSV),
 /// or the text of a zone cut out of a page, segmented as one line or one block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Want {
-    Text,
-    Words,
+    Text(Lines),
+    Words(Lines),
     Zone(Segmentation),
 }
 
@@ -72,42 +83,65 @@ impl TesseractPool {
 }
 
 fn init(langs: &str) -> Result<Tesseract, EngineError> {
-    let mut engine = Tesseract::new(None, Some(langs))
-        .map_err(|e| EngineError::Unavailable(format!("cannot load Tesseract for {langs}: {e}")))?;
-    // The library's default is a single block (PSM 6), which read a page turned 90 degrees as
-    // noise; automatic segmentation with orientation detection (PSM 1, the osd data) read pages
-    // turned 90, 180 and 270 degrees right, for ~0.15 s more per page than PSM 3.
-    engine.set_page_seg_mode(tesseract::PageSegMode::PsmAutoOsd);
-    Ok(engine)
+    Tesseract::new(None, Some(langs))
+        .map_err(|e| EngineError::Unavailable(format!("cannot load Tesseract for {langs}: {e}")))
+}
+
+/// The page segmentation of a job. A whole page whose lines run across is segmented
+/// automatically without orientation detection (PSM 3), as the `tesseract` command does by
+/// default; one that may be turned (a quarter turn, a photo) with it (PSM 1, the osd data: pages
+/// turned 90, 180 and 270 degrees read right, for a third more time). The library's own default,
+/// one block (PSM 6), read a turned page as noise.
+fn segmentation(want: Want) -> tesseract::PageSegMode {
+    match want {
+        Want::Text(Lines::Across) | Want::Words(Lines::Across) => tesseract::PageSegMode::PsmAuto,
+        Want::Text(Lines::Unsure) | Want::Words(Lines::Unsure) => tesseract::PageSegMode::PsmAutoOsd,
+        Want::Zone(Segmentation::Line) => tesseract::PageSegMode::PsmSingleLine,
+        Want::Zone(Segmentation::Block) => tesseract::PageSegMode::PsmSingleBlock,
+    }
 }
 
 fn recognize_with(
     mut engine: Tesseract,
     image: &GrayImage,
     want: Want,
-) -> Result<(Tesseract, RecognizedPage), EngineError> {
+) -> Result<(Tesseract, RecognizedPage, i32), EngineError> {
     let failed = |e: &dyn std::fmt::Display| EngineError::Failed(e.to_string());
     // Set on every job: engines are reused, and a zone's mode must not leak into the next page.
-    engine.set_page_seg_mode(match want {
-        Want::Text | Want::Words => tesseract::PageSegMode::PsmAutoOsd,
-        Want::Zone(Segmentation::Line) => tesseract::PageSegMode::PsmSingleLine,
-        Want::Zone(Segmentation::Block) => tesseract::PageSegMode::PsmSingleBlock,
-    });
+    engine.set_page_seg_mode(segmentation(want));
     let (w, h) =
         (i32::try_from(image.width()).map_err(|e| failed(&e))?, i32::try_from(image.height()).map_err(|e| failed(&e))?);
+    // The pixels go to Tesseract as they are (no file, no PNG or TIFF on the way). Set on every
+    // job, like the mode: a zone's resolution must not carry over to the next page.
+    let dpi = if matches!(want, Want::Zone(_)) { ZONE_DPI } else { PAGE_DPI_UNKNOWN };
     let mut engine = engine
         .set_frame(image.pixels(), w, h, 1, w)
         .map_err(|e| failed(&e))?
-        .set_source_resolution(SOURCE_DPI)
+        .set_source_resolution(dpi)
         .recognize()
         .map_err(|e| failed(&e))?;
     let text = engine.get_text().map_err(|e| failed(&e))?;
     let words = match want {
-        Want::Text | Want::Zone(_) => Vec::new(),
+        Want::Text(_) | Want::Zone(_) => Vec::new(),
         // The same recognition's results: get_tsv_text does not recognise again.
-        Want::Words => parse_tsv(&engine.get_tsv_text(0).map_err(|e| failed(&e))?),
+        Want::Words(_) => parse_tsv(&engine.get_tsv_text(0).map_err(|e| failed(&e))?),
     };
-    Ok((engine, RecognizedPage { text, words }))
+    let confidence = engine.mean_text_conf();
+    Ok((engine, RecognizedPage { text, words }, confidence))
+}
+
+/// A job on the engine: a page read across that comes out as noise (upside down, which a glance
+/// cannot tell from upright) is read once more with orientation detection, and the better read kept.
+fn run_job(engine: Tesseract, image: &GrayImage, want: Want) -> Result<(Tesseract, RecognizedPage), EngineError> {
+    let (engine, page, confidence) = recognize_with(engine, image, want)?;
+    let again = match want {
+        Want::Text(Lines::Across) if confidence < LOW_CONFIDENCE => Want::Text(Lines::Unsure),
+        Want::Words(Lines::Across) if confidence < LOW_CONFIDENCE => Want::Words(Lines::Unsure),
+        _ => return Ok((engine, page)),
+    };
+    let (engine, second, second_confidence) = recognize_with(engine, image, again)?;
+    tracing::debug!(confidence, second_confidence, "a page read as noise was read again with orientation detection");
+    Ok((engine, if second_confidence > confidence { second } else { page }))
 }
 
 /// Tesseract's TSV: a header, then one row per layout element; level 5 rows are words:
@@ -145,12 +179,12 @@ fn worker(jobs: &Mutex<Receiver<Job>>) {
             },
             Err(_) => return,
         };
-        let langs = job.lang.engine_languages();
+        let langs = job.lang.tesseract_code();
         let engine = match engines.remove(langs) {
             Some(e) => Ok(e),
             None => init(langs),
         };
-        let result = engine.and_then(|e| recognize_with(e, &job.image, job.want)).map(|(engine, page)| {
+        let result = engine.and_then(|e| run_job(e, &job.image, job.want)).map(|(engine, page)| {
             // Kept only after a success: a failed engine is dropped and made again next time.
             engines.insert(langs, engine);
             page
@@ -170,12 +204,12 @@ impl TesseractPool {
 }
 
 impl OcrEngine for TesseractPool {
-    fn recognize(&self, image: &GrayImage, lang: Language) -> Result<String, EngineError> {
-        Ok(self.run(image, lang, Want::Text)?.text)
+    fn recognize(&self, image: &GrayImage, lang: Language, lines: Lines) -> Result<String, EngineError> {
+        Ok(self.run(image, lang, Want::Text(lines))?.text)
     }
 
-    fn recognize_words(&self, image: &GrayImage, lang: Language) -> Result<RecognizedPage, EngineError> {
-        self.run(image, lang, Want::Words)
+    fn recognize_words(&self, image: &GrayImage, lang: Language, lines: Lines) -> Result<RecognizedPage, EngineError> {
+        self.run(image, lang, Want::Words(lines))
     }
 
     fn recognize_zone(&self, image: &GrayImage, lang: Language, layout: Segmentation) -> Result<String, EngineError> {
@@ -183,7 +217,7 @@ impl OcrEngine for TesseractPool {
     }
 
     fn ready(&self) -> Result<(), EngineError> {
-        self.ready.get_or_init(|| init(Language::French.engine_languages()).map(drop)).clone()
+        self.ready.get_or_init(|| init(Language::French.tesseract_code()).map(drop)).clone()
     }
 }
 
@@ -216,7 +250,7 @@ mod tests {
         let found = deskew::estimate_degrees(&askew);
         assert!((found - 5.0).abs() <= 0.5, "found {found}");
         let level = deskew::deskew(&askew).expect("turned back");
-        let text = TesseractPool::new(1).recognize(&level, Language::French).unwrap();
+        let text = TesseractPool::new(1).recognize(&level, Language::French, Lines::Across).unwrap();
         for expected in ["Total TTC", "120,00"] {
             assert!(text.contains(expected), "{expected:?} not read in {text:?}");
         }

@@ -11,6 +11,7 @@ use crate::access::{Perm, Principal};
 use crate::kernel::{DomainName, EmailAddress, EventName, ListName, Timestamp};
 use crate::storage::in_write;
 use std::io::Read;
+use std::time::{Duration, Instant};
 
 /// The contract's cap on an imported document.
 pub const MAX_IMPORT_BYTES: u64 = 25 * 1024 * 1024;
@@ -115,6 +116,33 @@ fn cell(record: &csv::ByteRecord, i: Option<usize>) -> Result<Option<String>, St
     Ok((!s.is_empty()).then(|| s.to_owned()))
 }
 
+/// Where an import's time went, logged at `debug` when it ends (`bench-members` prints it).
+#[derive(Debug, Default)]
+struct Timings {
+    read: Duration,
+    validate: Duration,
+    report: Duration,
+    members: Duration,
+    events: Duration,
+    commit: Duration,
+}
+
+impl Timings {
+    fn log(&self, rows: u64, started: Instant) {
+        let ms = |d: Duration| format!("{:.1}", d.as_secs_f64() * 1e3);
+        tracing::debug!(
+            "import timings rows={rows} read_ms={} validate_ms={} report_ms={} members_ms={} events_ms={} commit_ms={} total_ms={}",
+            ms(self.read),
+            ms(self.validate),
+            ms(self.report),
+            ms(self.members),
+            ms(self.events),
+            ms(self.commit),
+            ms(started.elapsed())
+        );
+    }
+}
+
 /// Imports the document into the list the caller was authorised for. Rows become `active` (the
 /// consent evidence covers them) and emit `member.added`; an address already on the list, in
 /// whatever state, is skipped (an import never re-subscribes someone who left).
@@ -126,6 +154,8 @@ pub fn import(
     consent: &ImportConsent,
     document: impl Read,
 ) -> Result<ImportReport, MailingError> {
+    let started = Instant::now();
+    let mut timings = Timings::default();
     let mut reader = csv::ReaderBuilder::new().has_headers(false).flexible(true).from_reader(document);
     let mut report = ImportReport::default();
     let mut record = csv::ByteRecord::new();
@@ -145,7 +175,10 @@ pub fn import(
     })?;
     let mut batch: Vec<(u64, Result<Row, String>, bool)> = Vec::with_capacity(BATCH_ROWS);
     loop {
-        let more = match reader.read_byte_record(&mut record) {
+        let t = Instant::now();
+        let read = reader.read_byte_record(&mut record);
+        timings.read += t.elapsed();
+        let more = match read {
             Ok(more) => more,
             Err(e) if is_csv_row_error(&e) => {
                 report.total += 1;
@@ -160,11 +193,13 @@ pub fn import(
         if more {
             report.total += 1;
             let line = report.total + 1;
+            let t = Instant::now();
             let (row, coerced) = parse_row(&record, &cols);
             batch.push((line, row, coerced));
+            timings.validate += t.elapsed();
         }
         if batch.len() >= BATCH_ROWS || (!more && !batch.is_empty()) {
-            commit_batch(app, list, consent_id, &mut batch, &mut report)?;
+            commit_batch(app, list, consent_id, &mut batch, &mut report, &mut timings)?;
         }
         if !more {
             break;
@@ -174,6 +209,7 @@ pub fn import(
     in_write(&*app.store, |tx| {
         audit_done(tx, p, ctx, now, "member.import", &format!("list:{}:added={}", list.address(), report.added))
     })?;
+    timings.log(report.total, started);
     match cut {
         Some(MailingError::DocumentTooLarge { limit_mib, .. }) => {
             Err(MailingError::DocumentTooLarge { limit_mib, imported: report.added })
@@ -256,7 +292,9 @@ fn commit_batch(
     consent_id: i64,
     batch: &mut Vec<(u64, Result<Row, String>, bool)>,
     report: &mut ImportReport,
+    timings: &mut Timings,
 ) -> Result<(), MailingError> {
+    let t = Instant::now();
     let now = app.clock.now();
     // Every imported row takes the same transition: from absent to active, the import's
     // consent covering it. An address already on the list, in whatever state, is skipped.
@@ -277,8 +315,14 @@ fn commit_batch(
     }
     let list_part = list_json_part(list);
     let scope = (Some(list.domain_id.get()), Some(list.id.get()));
+    timings.report += t.elapsed();
+    let (mut in_members, mut in_events) = (Duration::ZERO, Duration::ZERO);
+    let t = Instant::now();
     let (added, skipped, mode_coerced) = in_write(&*app.store, |tx| {
+        let t = Instant::now();
         let ids = tx.insert_members_if_absent(&rows, now)?;
+        in_members = t.elapsed();
+        let t = Instant::now();
         let (mut skipped, mut mode_coerced) = (0, 0);
         let mut events = Vec::with_capacity(rows.len());
         for ((m, id), c) in rows.iter().zip(ids).zip(&coerced) {
@@ -292,8 +336,12 @@ fn commit_batch(
             mode_coerced += u64::from(*c);
         }
         tx.append_events_json(EventName::MemberAdded, now, scope, &events)?;
+        in_events = t.elapsed();
         Ok::<_, MailingError>((events.len() as u64, skipped, mode_coerced))
     })?;
+    timings.members += in_members;
+    timings.events += in_events;
+    timings.commit += t.elapsed().saturating_sub(in_members + in_events);
     report.added += added;
     report.skipped += skipped;
     report.mode_coerced += mode_coerced;

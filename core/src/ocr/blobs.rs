@@ -34,6 +34,8 @@ pub trait BlobStore: Send + Sync {
     /// Stores `bytes` durably (written, synced, then renamed into place) and names it.
     fn put(&self, bytes: &[u8]) -> Result<BlobId, BlobError>;
     fn get(&self, id: &BlobId) -> Result<Vec<u8>, BlobError>;
+    /// Removes the file; one already gone is not an error.
+    fn delete(&self, id: &BlobId) -> Result<(), BlobError>;
     /// Whether the store can be written (for `ruok`).
     fn ready(&self) -> Result<(), BlobError>;
 }

@@ -4,20 +4,72 @@
 //! back with bilinear sampling. Quarter turns are the engine's own business (its page mode reads
 //! pages turned 90/180/270 degrees); this handles the small angles in between.
 
-use super::engine::GrayImage;
+use super::engine::{GrayImage, Lines};
 
 /// Angles searched, in degrees each side of level.
 const MAX_DEGREES: f64 = 6.0;
 const STEP_DEGREES: f64 = 0.25;
+/// The first pass's step, in degrees.
+const COARSE_STEP: f64 = 1.0;
 /// Below this the page is left as it is: the engine reads it as well, and the copy costs time.
 const MIN_CORRECTION_DEGREES: f64 = 0.4;
 /// The reduced copy the angle is measured on has at most this many pixels on its longer side.
 const PROBE_SIDE: u32 = 900;
 
+/// A page's lines compared across and down: rows of an upright page alternate between text and
+/// the blank between lines, so its row profile is much sharper than its column profile (each
+/// column crosses many lines); a page turned a quarter is the other way round. Measured on the
+/// reduced copy the skew is measured on.
+fn lines_of(small: &[u8], w: u32, h: u32) -> Lines {
+    let (mut rows, mut cols) = (vec![0u64; h as usize], vec![0u64; w as usize]);
+    for (i, _) in small.iter().enumerate().filter(|(_, p)| **p < 128) {
+        rows[i / w as usize] += 1;
+        cols[i % w as usize] += 1;
+    }
+    // Sum of squares times the number of bins over the square of the sum: 1 for an even spread,
+    // larger when the dark pixels gather in fewer bins.
+    let sharpness = |bins: &[u64]| {
+        let total: u64 = bins.iter().sum();
+        let squares: f64 = bins.iter().map(|&v| (v as f64) * (v as f64)).sum();
+        if total == 0 { 0.0 } else { squares * bins.len() as f64 / (total as f64 * total as f64) }
+    };
+    let (across, down) = (sharpness(&rows), sharpness(&cols));
+    if across > 0.0 && across >= down * ACROSS_MARGIN { Lines::Across } else { Lines::Unsure }
+}
+
+/// How much sharper the row profile must be than the column profile to call the lines across
+/// (measured on the fixtures: upright scans 2.6-5x, pages turned a quarter 0.2-0.3x, photos
+/// 0.8-1.15x).
+const ACROSS_MARGIN: f64 = 1.5;
+
+/// The page examined once: its skew and which way its lines run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Examined {
+    pub degrees: f64,
+    pub lines: Lines,
+}
+
+pub fn examine(image: &GrayImage) -> Examined {
+    let (small, w, h) = reduce(image);
+    Examined { degrees: degrees_of(&small, w, h), lines: lines_of(&small, w, h) }
+}
+
+/// The page turned level when it is askew (`None`: level enough already), and which way its lines
+/// run, from one reduced copy.
+pub fn level(image: &GrayImage) -> (Option<GrayImage>, Lines) {
+    let Examined { degrees, lines } = examine(image);
+    let turned = (degrees.abs() >= MIN_CORRECTION_DEGREES).then(|| rotate(image, -degrees));
+    (turned, lines)
+}
+
 /// The skew of the page's text lines, in degrees (positive: lines rise to the right, in image
 /// coordinates where y grows downwards).
 pub fn estimate_degrees(image: &GrayImage) -> f64 {
     let (small, w, h) = reduce(image);
+    degrees_of(&small, w, h)
+}
+
+fn degrees_of(small: &[u8], w: u32, h: u32) -> f64 {
     // Dark pixels only, as (x, y) around the centre: the profile of each angle is built from them.
     let (cx, cy) = (f64::from(w) / 2.0, f64::from(h) / 2.0);
     let dark: Vec<(f64, f64)> = small
@@ -31,10 +83,7 @@ pub fn estimate_degrees(image: &GrayImage) -> f64 {
     }
     let rows = (f64::from(w.max(h)) * 1.5) as usize + 2;
     let mut profile = vec![0u32; rows];
-    let mut best = (0.0, 0.0_f64);
-    let steps = (MAX_DEGREES / STEP_DEGREES) as i32;
-    for k in -steps..=steps {
-        let deg = f64::from(k) * STEP_DEGREES;
+    let mut score_of = |deg: f64| -> f64 {
         let (s, c) = deg.to_radians().sin_cos();
         profile.iter_mut().for_each(|v| *v = 0);
         for &(x, y) in &dark {
@@ -44,12 +93,16 @@ pub fn estimate_degrees(image: &GrayImage) -> f64 {
                 *v += 1;
             }
         }
-        let score: f64 = profile.iter().map(|&v| f64::from(v) * f64::from(v)).sum();
-        if score > best.1 {
-            best = (deg, score);
-        }
-    }
-    best.0
+        profile.iter().map(|&v| f64::from(v) * f64::from(v)).sum()
+    };
+    // Coarse then fine: whole degrees over the range, then quarter degrees around the best one
+    // (21 profiles instead of 49; the score falls away on both sides of the true angle).
+    let best_of = |degrees: &mut dyn Iterator<Item = f64>, score_of: &mut dyn FnMut(f64) -> f64| {
+        degrees.map(|deg| (deg, score_of(deg))).fold((0.0, f64::MIN), |best, d| if d.1 > best.1 { d } else { best })
+    };
+    let coarse = best_of(&mut (-(MAX_DEGREES as i32)..=MAX_DEGREES as i32).map(f64::from), &mut score_of).0;
+    let fine = (COARSE_STEP / STEP_DEGREES) as i32;
+    best_of(&mut (-fine..=fine).map(|k| coarse + f64::from(k) * STEP_DEGREES), &mut score_of).0
 }
 
 /// The page turned level, or `None` when it is level enough already.
@@ -69,12 +122,10 @@ fn reduce(image: &GrayImage) -> (Vec<u8>, u32, u32) {
     let (sw, sh) = (w.div_ceil(f), h.div_ceil(f));
     let mut out = vec![255u8; (sw * sh) as usize];
     let px = image.pixels();
-    for y in 0..h {
-        let row = &px[(y * w) as usize..((y + 1) * w) as usize];
-        let dst = ((y / f) * sw) as usize;
-        for (x, &p) in row.iter().enumerate() {
-            let slot = &mut out[dst + x / f as usize];
-            *slot = (*slot).min(p);
+    for (y, row) in px.chunks_exact(w as usize).enumerate() {
+        let dst = (y / f as usize) * sw as usize;
+        for (slot, block) in out[dst..dst + sw as usize].iter_mut().zip(row.chunks(f as usize)) {
+            *slot = block.iter().fold(*slot, |m, &p| m.min(p));
         }
     }
     (out, sw, sh)
@@ -146,6 +197,34 @@ mod tests {
             let fixed = deskew(&skewed).expect("a skewed page is turned back");
             assert!(estimate_degrees(&fixed).abs() <= 0.5, "tilt {tilt}: level after");
         }
+    }
+
+    /// The fixtures' scans: upright ones (level or askew) read across, those turned a quarter do not;
+    /// photos may go either way (the engine then looks for the orientation, as before).
+    #[test]
+    fn lines_run_across_upright_pages_and_down_sideways_ones() {
+        use crate::ocr::images::ImageCodec;
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures");
+        let codec = crate::adapters::image_codec::ImageCrateCodec;
+        let mut wrong = Vec::new();
+        let mut names: Vec<_> = std::fs::read_dir(root.join("invoices/generated"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "jpg"))
+            .collect();
+        names.extend(["invoice-scan.jpg", "invoice-rotated.jpg"].map(|n| root.join("ocr").join(n)));
+        for path in names {
+            let image = codec.decode_gray(&std::fs::read(&path).unwrap()).unwrap();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            let expected = if name.contains("rotated") { Lines::Unsure } else { Lines::Across };
+            let got = examine(&image).lines;
+            if got != expected && !name.contains("photo") {
+                wrong.push(name);
+            }
+        }
+        assert!(wrong.is_empty(), "{wrong:?}");
+        let blank = GrayImage::new(300, 400, vec![255; 300 * 400]).unwrap();
+        assert_eq!(examine(&blank).lines, Lines::Unsure, "nothing to tell: the engine looks");
     }
 
     #[test]

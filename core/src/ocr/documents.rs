@@ -40,6 +40,54 @@ pub struct PageJpeg {
     pub pages: u32,
 }
 
+/// Where an upload's time went, stage by stage (summed over pages), for the `Server-Timing` header
+/// and the benchmark's breakdown. Wall time measured around each step: a diagnostic, never an
+/// input to a rule.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Timings {
+    /// Image bytes to pixels (an upload, or a PDF's embedded scan).
+    pub decode: std::time::Duration,
+    /// The PDF sandbox: text layers, embedded XML, page images handed back or rendered.
+    pub render: std::time::Duration,
+    /// Skew measured, and the page turned level when it is askew.
+    pub deskew: std::time::Duration,
+    /// The OCR engine, its queue included.
+    pub engine: std::time::Duration,
+    /// Invoice fields from the words or the text, and a template's.
+    pub extract: std::time::Duration,
+    /// The file stored, then the record, usage, supplier and audit committed.
+    pub store: std::time::Duration,
+    /// The whole of `submit`.
+    pub total: std::time::Duration,
+}
+
+impl Timings {
+    /// Runs `f`, adding its wall time to the stage `at` picks.
+    fn time<T>(&mut self, at: fn(&mut Self) -> &mut std::time::Duration, f: impl FnOnce() -> T) -> T {
+        let started = std::time::Instant::now();
+        let out = f();
+        *at(self) += started.elapsed();
+        out
+    }
+
+    /// `name;dur=milliseconds` per stage, the `Server-Timing` header's syntax.
+    pub fn server_timing(&self) -> String {
+        [
+            ("decode", self.decode),
+            ("render", self.render),
+            ("deskew", self.deskew),
+            ("engine", self.engine),
+            ("extract", self.extract),
+            ("store", self.store),
+            ("total", self.total),
+        ]
+        .iter()
+        .map(|(name, d)| format!("{name};dur={:.1}", d.as_secs_f64() * 1000.0))
+        .collect::<Vec<_>>()
+        .join(", ")
+    }
+}
+
 /// What `submit` made.
 #[derive(Debug, Clone)]
 pub struct Submitted {
@@ -50,6 +98,7 @@ pub struct Submitted {
     /// What the `yamlFilter` did, for the response's `message`. (The fields themselves, extracted
     /// and laid over by the template's, are the document's `meta`.)
     pub template_note: Option<String>,
+    pub timings: Timings,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -130,6 +179,8 @@ impl CoreError for DocumentError {
 /// Takes a document in. Nothing is stored unless the whole action succeeded, so a hostile file
 /// leaves no trace but a log line; `ocrFailed` documents are stored without being opened.
 pub fn submit(app: &Service, p: &Principal, ctx: &RequestCtx, upload: Upload) -> Result<Submitted, DocumentError> {
+    let started = std::time::Instant::now();
+    let mut timings = Timings::default();
     let owner = p.user.as_ref().ok_or(DocumentError::NoOwner)?.id;
     let limit = app.limits.max_document_bytes;
     if upload.bytes.len() > limit {
@@ -147,7 +198,7 @@ pub fn submit(app: &Service, p: &Principal, ctx: &RequestCtx, upload: Upload) ->
     }
     let (pages, text, page, pdf, extracted) = match upload.action {
         Action::Recognize => {
-            let read = read(app, kind, &upload.bytes, upload.lang, upload.profile)?;
+            let read = read(app, kind, &upload.bytes, upload.lang, upload.profile, &mut timings)?;
             (read.pages, read.text, None, None, read.meta)
         }
         Action::StoreOnly => {
@@ -158,13 +209,23 @@ pub fn submit(app: &Service, p: &Principal, ctx: &RequestCtx, upload: Upload) ->
         }
         Action::OcrFailed => (0, String::new(), None, None, InvoiceMeta::default()),
     };
+    // Held until the record is committed: a retention sweep cannot remove a file with the same
+    // content between its storing and the record naming it (retention.rs).
+    let _storing = super::retention::BLOB_GATE.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let stored = std::time::Instant::now();
     let blob = app.blobs.put(&upload.bytes)?;
+    timings.store += stored.elapsed();
     let now = app.clock.now();
-    let (overlay, template_note) = match (&template, upload.action) {
-        (Some(t), Action::Recognize) => apply_template(t, &text),
-        _ => (serde_json::Map::new(), None),
-    };
-    let meta = lay_over(extracted.to_json(), overlay);
+    let (meta, template_note) = timings.time(
+        |t| &mut t.extract,
+        || {
+            let (overlay, template_note) = match (&template, upload.action) {
+                (Some(t), Action::Recognize) => apply_template(t, &text),
+                _ => (serde_json::Map::new(), None),
+            };
+            (lay_over(extracted.to_json(), overlay), template_note)
+        },
+    );
     let document = Document {
         ocr_id: OcrId::generate(),
         owner,
@@ -185,6 +246,7 @@ pub fn submit(app: &Service, p: &Principal, ctx: &RequestCtx, upload: Upload) ->
         Action::StoreOnly => 1,
         Action::OcrFailed => 0,
     };
+    let stored = std::time::Instant::now();
     in_write(&*app.store, |tx| {
         tx.insert_ocr_document(&document)?;
         usage::count(tx, owner, now, &MonthUsage { documents: 1, pages: worked, ..MonthUsage::default() })?;
@@ -192,7 +254,10 @@ pub fn submit(app: &Service, p: &Principal, ctx: &RequestCtx, upload: Upload) ->
         audit_done(tx, p, ctx, now, "ocr.document.create", &format!("ocr:{}", document.ocr_id.as_str()))?;
         Ok::<_, DocumentError>(())
     })?;
-    Ok(Submitted { document, page, pdf, template_note })
+    timings.store += stored.elapsed();
+    timings.total = started.elapsed();
+    tracing::debug!(ocr_id = document.ocr_id.as_str(), timings = %timings.server_timing(), "document taken in");
+    Ok(Submitted { document, page, pdf, template_note, timings })
 }
 
 /// The extracted `meta` (an object, or `""` when nothing was found) with a template's fields laid
@@ -263,13 +328,19 @@ fn recognize(
     image: &GrayImage,
     lang: Language,
     profile: Profile,
+    timings: &mut Timings,
 ) -> Result<RecognizedPage, DocumentError> {
-    let level = super::deskew::deskew(image);
+    let (level, lines) = timings.time(|t| &mut t.deskew, || super::deskew::level(image));
     let image = level.as_ref().unwrap_or(image);
-    Ok(match profile {
-        Profile::Raw => RecognizedPage { text: app.engine.recognize(image, lang)?, words: Vec::new() },
-        Profile::Invoice => app.engine.recognize_words(image, lang)?,
-    })
+    timings.time(
+        |t| &mut t.engine,
+        || {
+            Ok(match profile {
+                Profile::Raw => RecognizedPage { text: app.engine.recognize(image, lang, lines)?, words: Vec::new() },
+                Profile::Invoice => app.engine.recognize_words(image, lang, lines)?,
+            })
+        },
+    )
 }
 
 /// What reading a document gave.
@@ -300,6 +371,7 @@ fn read(
     bytes: &[u8],
     lang: Language,
     profile: Profile,
+    timings: &mut Timings,
 ) -> Result<Read, DocumentError> {
     let invoice = profile == Profile::Invoice;
     let xml_meta = |xml: &[u8]| match super::invoice::from_xml(xml) {
@@ -317,24 +389,33 @@ fn read(
             let meta = match (invoice, kind) {
                 (false, _) => InvoiceMeta::default(),
                 (true, DocumentKind::Xml) => xml_meta(bytes).unwrap_or_default(),
-                (true, _) => super::invoice::from_layout_text(&text, lang),
+                (true, _) => timings.time(|t| &mut t.extract, || super::invoice::from_layout_text(&text, lang)),
             };
             Ok(Read { pages: 1, text, meta })
         }
         DocumentKind::Jpeg | DocumentKind::Png | DocumentKind::Tiff => {
-            let image = app.images.decode_gray(bytes)?;
-            let page = recognize(app, &image, lang, profile)?;
-            let meta = if invoice { super::invoice::from_words(page.words, lang) } else { InvoiceMeta::default() };
+            let image = timings.time(|t| &mut t.decode, || app.images.decode_gray(bytes))?;
+            let page = recognize(app, &image, lang, profile, timings)?;
+            let meta = if invoice {
+                timings.time(|t| &mut t.extract, || super::invoice::from_words(page.words, lang))
+            } else {
+                InvoiceMeta::default()
+            };
             Ok(Read { pages: 1, text: page.text, meta })
         }
         DocumentKind::Pdf => {
             // The embedded invoice and the pages in one read: one deadline, one CPU budget.
-            let (structured, content) = if invoice {
-                let (xml, content) = app.pdf.document(bytes, app.limits.max_pages)?;
-                (xml.and_then(|x| xml_meta(&x)), content)
-            } else {
-                (None, app.pdf.content(bytes, app.limits.max_pages)?)
-            };
+            let (xml, content) = timings.time(
+                |t| &mut t.render,
+                || {
+                    if invoice {
+                        app.pdf.document(bytes, app.limits.max_pages)
+                    } else {
+                        app.pdf.content(bytes, app.limits.max_pages).map(|c| (None, c))
+                    }
+                },
+            )?;
+            let structured = timings.time(|t| &mut t.extract, || xml.and_then(|x| xml_meta(&x)));
             // With the XML's exact fields, the pages are only read for their text.
             let profile = if structured.is_some() { Profile::Raw } else { profile };
             let mut texts = Vec::with_capacity(content.len());
@@ -343,14 +424,17 @@ fn read(
                 let read = match page {
                     PdfPage::Text(t) => {
                         let w = if profile == Profile::Invoice {
-                            super::invoice::words::from_layout_text(&t)
+                            timings.time(|s| &mut s.extract, || super::invoice::words::from_layout_text(&t))
                         } else {
                             Vec::new()
                         };
                         RecognizedPage { text: t, words: w }
                     }
-                    PdfPage::Jpeg(jpeg) => recognize(app, &app.images.decode_gray(&jpeg)?, lang, profile)?,
-                    PdfPage::Rendered(image) => recognize(app, &image, lang, profile)?,
+                    PdfPage::Jpeg(jpeg) => {
+                        let image = timings.time(|t| &mut t.decode, || app.images.decode_gray(&jpeg))?;
+                        recognize(app, &image, lang, profile, timings)?
+                    }
+                    PdfPage::Rendered(image) => recognize(app, &image, lang, profile, timings)?,
                 };
                 texts.push(read.text);
                 words.push(read.words);
@@ -358,7 +442,9 @@ fn read(
             let pages = u32::try_from(texts.len()).unwrap_or(u32::MAX);
             let meta = match (structured, profile) {
                 (Some(meta), _) => meta,
-                (None, Profile::Invoice) => super::invoice::from_words(stack(words), lang),
+                (None, Profile::Invoice) => {
+                    timings.time(|t| &mut t.extract, || super::invoice::from_words(stack(words), lang))
+                }
                 (None, Profile::Raw) => InvoiceMeta::default(),
             };
             Ok(Read { pages, text: texts.join("\x0c"), meta })

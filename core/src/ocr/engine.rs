@@ -61,7 +61,10 @@ impl Language {
         }
     }
 
-    /// Tesseract's (ISO 639-2/T) code, the `lang` of the `srvlangs` entries.
+    /// Tesseract's (ISO 639-2/T) code, the `lang` of the `srvlangs` entries, and the one trained
+    /// model the engine loads for the language: what `tesseract -l` is given. (Until issue 17 the
+    /// engine loaded English first, `eng+fra`, because `fra` alone once read "Total TTC" as "Total
+    /// TIC"; the extraction floors hold with the language alone, and a page costs a fifth less.)
     pub fn tesseract_code(self) -> &'static str {
         match self {
             Language::French => "fra",
@@ -80,19 +83,6 @@ impl Language {
             Language::English => "English",
         }
     }
-
-    /// The trained data the engine loads, in order. English comes first: `fra` alone read
-    /// "Total TTC" as "Total TIC" where `eng+fra` did not (issue 6's measurement); amounts labels
-    /// on invoices are mostly Latin capitals that English's model reads best, while the second
-    /// language still supplies its accented letters.
-    pub fn engine_languages(self) -> &'static str {
-        match self {
-            Language::French => "eng+fra",
-            Language::German => "eng+deu",
-            Language::Italian => "eng+ita",
-            Language::English => "eng",
-        }
-    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -101,6 +91,17 @@ pub enum EngineError {
     Unavailable(String),
     #[error("the OCR engine failed on this image: {0}")]
     Failed(String),
+}
+
+/// Which way a whole page's lines of text run, as far as a glance before reading tells
+/// (`deskew::examine`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lines {
+    /// Across the page (upright, or upside down): the engine segments it without first detecting
+    /// its orientation, which costs a third of a page's time.
+    Across,
+    /// Down the page (turned a quarter), or not clearly across: the engine detects the orientation.
+    Unsure,
 }
 
 /// How the text of a zone is laid out, which decides how the engine segments it: a whole page
@@ -135,7 +136,7 @@ pub struct RecognizedPage {
 
 /// Reads text. Implementations keep initialised engines and are shared by every request thread.
 pub trait OcrEngine: Send + Sync {
-    fn recognize(&self, image: &GrayImage, lang: Language) -> Result<String, EngineError>;
+    fn recognize(&self, image: &GrayImage, lang: Language, lines: Lines) -> Result<String, EngineError>;
 
     /// Reads a zone cut out of a page, segmented as `layout` says.
     fn recognize_zone(&self, image: &GrayImage, lang: Language, layout: Segmentation) -> Result<String, EngineError>;
@@ -143,8 +144,8 @@ pub trait OcrEngine: Send + Sync {
     /// The page's text and its words with their boxes, from ONE recognition (a second pass
     /// would double the ~0.6 s a page costs). The default lays the text of [`Self::recognize`]
     /// on a character grid (no confidence), for engines that give no positions.
-    fn recognize_words(&self, image: &GrayImage, lang: Language) -> Result<RecognizedPage, EngineError> {
-        let text = self.recognize(image, lang)?;
+    fn recognize_words(&self, image: &GrayImage, lang: Language, lines: Lines) -> Result<RecognizedPage, EngineError> {
+        let text = self.recognize(image, lang, lines)?;
         let words = crate::ocr::invoice::words::from_layout_text(&text);
         Ok(RecognizedPage { text, words })
     }
@@ -170,7 +171,7 @@ mod tests {
         }
         assert_eq!(Language::parse("es"), None);
         assert_eq!(Language::parse(""), None);
-        assert_eq!(Language::French.engine_languages(), "eng+fra");
+        assert_eq!(Language::French.tesseract_code(), "fra");
     }
 
     #[test]

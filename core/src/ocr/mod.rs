@@ -16,6 +16,7 @@ pub mod maintenance;
 pub mod model;
 pub mod pdf;
 pub mod ports;
+pub mod retention;
 pub mod software;
 pub mod status;
 #[cfg(any(test, feature = "testing"))]
@@ -73,10 +74,17 @@ pub struct OcrLimits {
     /// The `default` plan's pages per user and month (`COURRIER_OCR_PAGES_PER_MONTH`); 0 is no
     /// limit.
     pub pages_per_month: u32,
+    /// How long documents are kept (`COURRIER_OCR_RETENTION_DAYS`, default 90 days).
+    pub retention: retention::Retention,
 }
 
 impl Default for OcrLimits {
     fn default() -> Self {
-        Self { max_document_bytes: 20 * 1024 * 1024, max_pages: 50, pages_per_month: 0 }
+        Self {
+            max_document_bytes: 20 * 1024 * 1024,
+            max_pages: 50,
+            pages_per_month: 0,
+            retention: retention::Retention::DEFAULT,
+        }
     }
 }

@@ -24,6 +24,18 @@ pub trait OcrRepo {
         state: super::model::DocumentState,
         page: Page,
     ) -> Result<Paged<super::model::Document>, StoreError>;
+    /// Deletes up to `limit` documents uploaded before `cutoff`, oldest first; the file each named
+    /// (a file may be named by several documents, or by a document left undeleted).
+    fn delete_ocr_documents_before(
+        &mut self,
+        cutoff: crate::kernel::Timestamp,
+        limit: u32,
+    ) -> Result<Vec<super::blobs::BlobId>, StoreError>;
+    /// Deletes every document of `user`, their usage and their plan (the account is being
+    /// deleted); the files the documents named.
+    fn delete_ocr_user_records(&mut self, user: UserId) -> Result<Vec<super::blobs::BlobId>, StoreError>;
+    /// Whether a document still names this stored file.
+    fn ocr_blob_in_use(&mut self, blob: &super::blobs::BlobId) -> Result<bool, StoreError>;
     fn ocr_maintenance(&mut self) -> Result<super::model::Maintenance, StoreError>;
     fn set_ocr_maintenance(&mut self, state: super::model::Maintenance) -> Result<(), StoreError>;
 }

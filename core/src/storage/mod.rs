@@ -104,6 +104,12 @@ pub trait Database: Send + Sync {
     /// another (the `courrier` CLI next to a running server): what in-memory caches of stored state
     /// check before trusting an entry. Cheap: it reads no table.
     fn change_marker(&self) -> Result<u64, StoreError>;
+    /// A number that changes whenever what authenticating a key reads (users, roles, API keys) is
+    /// committed, by this process or another: what the key cache checks. By default the change
+    /// marker, which moves at least as often.
+    fn access_marker(&self) -> Result<u64, StoreError> {
+        self.change_marker()
+    }
 }
 
 /// A database seen through one context's transaction `T` (e.g. `dyn mailing::ports::Tx`).

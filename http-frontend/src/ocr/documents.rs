@@ -71,7 +71,12 @@ pub async fn post_ocrs(
     let yaml_filter = input.get("yamlFilter").map(str::to_owned);
     let upload = Upload { bytes: file.to_vec(), lang, profile, action, yaml_filter };
     let submitted = run_blocking(move || documents::submit(&app, &p, &ctx, upload).map_err(ApiError::from)).await?;
-    Ok(ok(&processing(&submitted)))
+    let mut resp = ok(&processing(&submitted));
+    // Where the time went (decode, render, deskew, engine, extract, store): the benchmark reads it.
+    if let Ok(timing) = HeaderValue::from_str(&submitted.timings.server_timing()) {
+        resp.headers_mut().insert(header::HeaderName::from_static("server-timing"), timing);
+    }
+    Ok(resp)
 }
 
 /// The processing response object of an upload (decisions.md): strings, and `meta` the invoice's

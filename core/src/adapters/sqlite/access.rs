@@ -216,6 +216,13 @@ impl AccessRepo for SqliteTx {
         Ok(())
     }
 
+    fn delete_user(&mut self, id: UserId) -> Result<bool, StoreError> {
+        for table in ["roles", "api_keys", "sessions", "one_time_tokens"] {
+            self.conn().execute(&format!("DELETE FROM {table} WHERE user_id = ?1"), [id.get()]).map_err(map_err)?;
+        }
+        self.conn().execute("DELETE FROM users WHERE id = ?1", [id.get()]).map(|n| n > 0).map_err(map_err)
+    }
+
     fn set_password_hash(&mut self, id: UserId, hash: &str, now: Timestamp) -> Result<(), StoreError> {
         self.conn()
             .prepare_cached("UPDATE users SET password_hash = ?2, updated_at = ?3 WHERE id = ?1")

@@ -29,6 +29,8 @@ const MIGRATIONS: &[Migration] = &[
         sql: include_str!("migrations/0012_member_insert_tally.sql"),
     },
     Migration { version: 13, name: "subscribers", sql: include_str!("migrations/0013_subscribers.sql") },
+    Migration { version: 14, name: "ocr_retention", sql: include_str!("migrations/0014_ocr_retention.sql") },
+    Migration { version: 15, name: "access_version", sql: include_str!("migrations/0015_access_version.sql") },
 ];
 
 /// How many migrations this binary knows.

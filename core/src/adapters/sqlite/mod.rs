@@ -7,6 +7,7 @@
 
 mod access;
 mod audit;
+mod checkpoint;
 mod idempotency;
 mod invoices;
 mod lane;
@@ -53,9 +54,12 @@ pub struct SqliteStore {
     sqlite_version: String,
     /// A connection that never writes, for `PRAGMA data_version`: its value changes when any
     /// *other* connection commits, and every write goes through the pool, so it sees them all.
-    watch: std::sync::Mutex<rusqlite::Connection>,
+    /// With it, the last `data_version` at which `access_version` was read, and what it said.
+    watch: std::sync::Mutex<(rusqlite::Connection, Option<(i64, i64)>)>,
     /// The in-memory search snapshots of big lists (`search.rs`), shared by the pool's connections.
     search: std::sync::Arc<search::SearchCache>,
+    /// Checkpoints the WAL off the write lane while the store is open.
+    _checkpointer: checkpoint::Checkpointer,
 }
 
 impl SqliteStore {
@@ -76,7 +80,7 @@ impl SqliteStore {
         let sqlite_version =
             conn.query_row("SELECT sqlite_version()", [], |r| r.get(0)).map_err(|e| open_err(e.to_string()))?;
         let search = search::register(&conn);
-        let watch = std::sync::Mutex::new(conn);
+        let watch = std::sync::Mutex::new((conn, None));
         let manager = SqliteConnectionManager::file(path).with_init(init_connection);
         let pool = r2d2::Pool::builder()
             .max_size(POOL_SIZE)
@@ -94,11 +98,20 @@ impl SqliteStore {
         // pages of the random (list, address) index above all, rewritten at every commit.
         // Statement journals in memory: a multi-row INSERT keeps one (to undo itself alone), and
         // past 64 KiB SQLite wrote it to a temporary file (a fifth of an import's time).
+        // Checkpoints run on their own thread (`checkpoint.rs`), not in the lane's commits; the
+        // writer checkpoints itself only past 16,384 pages (64 MiB of WAL), should that thread
+        // fall behind.
         writer
-            .execute_batch("PRAGMA cache_size = -131072; PRAGMA temp_store = MEMORY;")
+            .execute_batch(
+                "PRAGMA cache_size = -131072; PRAGMA temp_store = MEMORY; PRAGMA wal_autocheckpoint = 16384;",
+            )
             .map_err(|e| open_err(e.to_string()))?;
         let lane = lane::Lane::new(writer, BUSY_TIMEOUT);
-        Ok(Self { pool, lane, sqlite_version, watch, search })
+        let checkpointer = rusqlite::Connection::open(path)
+            .and_then(|c| c.execute_batch("PRAGMA synchronous = FULL;").map(|()| c))
+            .map_err(|e| open_err(e.to_string()))?;
+        let checkpointer = checkpoint::Checkpointer::start(checkpointer);
+        Ok(Self { pool, lane, sqlite_version, watch, search, _checkpointer: checkpointer })
     }
 
     /// Which lists get an in-memory search snapshot, and the memory all of them may take.
@@ -151,13 +164,33 @@ impl Database for SqliteStore {
     }
 
     fn change_marker(&self) -> Result<u64, StoreError> {
-        let conn = self.watch.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let v: i64 = conn
-            .prepare_cached("PRAGMA data_version")
+        let watch = self.watch.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        Ok(data_version(&watch.0)? as u64)
+    }
+
+    /// `access_version` (migration 15), read again only when something was committed since the
+    /// last read: a request that finds the database unchanged pays what `change_marker` does.
+    fn access_marker(&self) -> Result<u64, StoreError> {
+        let mut watch = self.watch.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Read before the counter: a commit in between shows as a change at the next call.
+        let dv = data_version(&watch.0)?;
+        if let Some((seen, v)) = watch.1
+            && seen == dv
+        {
+            return Ok(v as u64);
+        }
+        let v: i64 = watch
+            .0
+            .prepare_cached("SELECT v FROM access_version WHERE id = 1")
             .and_then(|mut st| st.query_row([], |r| r.get(0)))
             .map_err(map_err)?;
+        watch.1 = Some((dv, v));
         Ok(v as u64)
     }
+}
+
+fn data_version(conn: &rusqlite::Connection) -> Result<i64, StoreError> {
+    conn.prepare_cached("PRAGMA data_version").and_then(|mut st| st.query_row([], |r| r.get(0))).map_err(map_err)
 }
 
 /// A transaction: a read on a pooled connection, or a unit of work on the write lane.
@@ -413,6 +446,79 @@ mod tests {
         // Another process (here: another connection outside the store) writes.
         rusqlite::Connection::open(&path).unwrap().execute("DELETE FROM audit_log", []).unwrap();
         assert_ne!(store.change_marker().unwrap(), m1, "a commit from elsewhere");
+    }
+
+    #[test]
+    fn the_access_marker_moves_on_access_changes_only_from_anywhere() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db");
+        let store = SqliteStore::open(&path, 0).unwrap();
+        let a0 = store.access_marker().unwrap();
+        let other = rusqlite::Connection::open(&path).unwrap();
+        // Writes that authentication does not read leave it where it is.
+        other.execute("DELETE FROM audit_log", []).unwrap();
+        suite::commit_keeps_change_audit_and_event_together(access(&store));
+        assert_eq!(store.access_marker().unwrap(), a0, "audit and events are not access");
+        // A user, a role, a key: each moves it, written by this process or another.
+        other
+            .execute(
+                "INSERT INTO users (email, email_key, status, created_at, updated_at)
+                 VALUES ('a@example.org', 'a@example.org', 'active', 0, 0)",
+                [],
+            )
+            .unwrap();
+        let a1 = store.access_marker().unwrap();
+        assert!(a1 > a0, "a new user");
+        other.execute("INSERT INTO roles (user_id, kind, granted_at) VALUES (1, 'site_admin', 0)", []).unwrap();
+        let a2 = store.access_marker().unwrap();
+        assert!(a2 > a1, "a role");
+        other
+            .execute(
+                "INSERT INTO api_keys (user_id, name, prefix, secret_hash, scope_kind, perms, rate_limit_per_min,
+                   created_at) VALUES (1, 'k', 'p', 'h', 'user', 1, 10, 0)",
+                [],
+            )
+            .unwrap();
+        let a3 = store.access_marker().unwrap();
+        assert!(a3 > a2, "a key");
+        other.execute("UPDATE api_keys SET revoked_at = 1", []).unwrap();
+        assert!(store.access_marker().unwrap() > a3, "a revocation");
+        other.execute("UPDATE users SET status = 'disabled'", []).unwrap();
+        let a4 = store.access_marker().unwrap();
+        other.execute("DELETE FROM roles", []).unwrap();
+        assert!(store.access_marker().unwrap() > a4, "a role taken away");
+    }
+
+    #[test]
+    fn the_wal_is_checkpointed_off_the_write_lane() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db");
+        let store = SqliteStore::open(&path, 0).unwrap();
+        let size = || std::fs::metadata(&path).unwrap().len();
+        let before = size();
+        // About 1,500 pages through the lane: under the writer's own threshold of 16,384, over
+        // SQLite's default of 1,000.
+        for _ in 0..6 {
+            let mut tx = access(&store).write().unwrap();
+            for i in 0..250 {
+                tx.append_audit(&crate::kernel::NewAuditEntry {
+                    at: crate::kernel::Timestamp::from_unix_secs(i),
+                    request_id: crate::kernel::RequestId::internal("t"),
+                    actor: crate::kernel::Actor::default(),
+                    action: "x".repeat(1000),
+                    target: "y".repeat(3000),
+                    outcome: crate::kernel::Outcome::Done,
+                })
+                .unwrap();
+            }
+            tx.commit().unwrap();
+        }
+        // Only a checkpoint writes pages into the database file itself.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while size() <= before + 4_000_000 {
+            assert!(std::time::Instant::now() < deadline, "no checkpoint: the file is still {} bytes", size());
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     #[test]

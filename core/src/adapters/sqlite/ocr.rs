@@ -49,6 +49,11 @@ fn document_row(r: &Row<'_>) -> rusqlite::Result<Document> {
     })
 }
 
+/// Stored file names, one per deleted row; a malformed one (a hand-edited row) names no file of ours.
+fn blob_ids(names: Vec<String>) -> Vec<BlobId> {
+    names.iter().filter_map(|n| BlobId::parse(n)).collect()
+}
+
 impl OcrRepo for SqliteTx {
     fn insert_ocr_document(&mut self, d: &Document) -> Result<(), StoreError> {
         self.conn()
@@ -94,6 +99,36 @@ impl OcrRepo for SqliteTx {
             page,
             document_row,
         )
+    }
+
+    fn delete_ocr_documents_before(&mut self, cutoff: Timestamp, limit: u32) -> Result<Vec<BlobId>, StoreError> {
+        self.conn()
+            .prepare_cached(
+                "DELETE FROM ocr_documents WHERE id IN \
+                 (SELECT id FROM ocr_documents WHERE created_at < ?1 ORDER BY created_at LIMIT ?2) RETURNING blob",
+            )
+            .and_then(|mut st| st.query_map(rusqlite::params![cutoff.unix_micros(), limit], |r| r.get(0))?.collect())
+            .map(blob_ids)
+            .map_err(map_err)
+    }
+
+    fn delete_ocr_user_records(&mut self, user: UserId) -> Result<Vec<BlobId>, StoreError> {
+        let blobs: Vec<String> = self
+            .conn()
+            .prepare_cached("DELETE FROM ocr_documents WHERE user_id = ?1 RETURNING blob")
+            .and_then(|mut st| st.query_map([user.get()], |r| r.get(0))?.collect())
+            .map_err(map_err)?;
+        for table in ["ocr_usage", "ocr_plans"] {
+            self.conn().execute(&format!("DELETE FROM {table} WHERE user_id = ?1"), [user.get()]).map_err(map_err)?;
+        }
+        Ok(blob_ids(blobs))
+    }
+
+    fn ocr_blob_in_use(&mut self, blob: &BlobId) -> Result<bool, StoreError> {
+        self.conn()
+            .prepare_cached("SELECT 1 FROM ocr_documents WHERE blob = ?1")
+            .and_then(|mut st| st.exists([blob.as_str()]))
+            .map_err(map_err)
     }
 
     fn ocr_maintenance(&mut self) -> Result<Maintenance, StoreError> {

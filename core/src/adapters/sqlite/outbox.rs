@@ -46,7 +46,7 @@ impl OutboxRepo for SqliteTx {
         data: &[String],
     ) -> Result<(), StoreError> {
         // Many rows a statement, as an import inserts its members.
-        const ROWS: usize = 64;
+        const ROWS: usize = 256;
         let (name, at) = (name.as_str(), at.unix_micros());
         let sql = |rows: usize| {
             let mut sql =
