@@ -217,9 +217,10 @@ fn noise_floor(u: &[f64]) {
         if half(j) { a.push(t) } else { b.push(t) }
     }
     println!(
-        "  {:<10} unknown vs unknown (two halves, {} each): median {:+5.1} %, p99 {:+5.1} %",
+        "  {:<10} unknown vs unknown (two halves, {} and {}): median {:+5.1} %, p99 {:+5.1} %",
         "  noise",
         a.len(),
+        b.len(),
         (median(a.clone()) / median(b.clone()) - 1.0) * 100.0,
         (percentile(&a, 0.99) / percentile(&b, 0.99) - 1.0) * 100.0
     );
