@@ -96,11 +96,20 @@ pub fn router_of(state: AppState, table: impl Iterator<Item = &'static Route>) -
         router = router.route(path, method_router);
     }
     router
-        .fallback(|| async { ApiError::new(Code::NotFound, "no such route") })
+        .fallback(no_such_route)
         .method_not_allowed_fallback(|| async {
             ApiError::new(Code::MethodNotAllowed, "this route does not accept that method")
         })
         .with_state(state)
+}
+
+/// An unknown path: under `/p/` (the pages for people) the HTML 404 page in the reader's
+/// language, elsewhere the API's JSON error.
+async fn no_such_route(uri: http::Uri, headers: http::HeaderMap) -> Response {
+    if uri.path().starts_with("/p/") {
+        return mailing::layout::not_found(mailing::layout::Lang::of(&headers));
+    }
+    ApiError::new(Code::NotFound, "no such route").into_response()
 }
 
 fn needs_guard(route: &Route, max_body: usize) -> bool {

@@ -21,6 +21,7 @@ mod sends;
 mod shutdown;
 mod slow_clients;
 mod smtp;
+mod subscriber_browser;
 mod subscribers;
 mod tidy;
 mod webhooks;

@@ -60,7 +60,7 @@ fn me(app: &TestApp, method: &str, path: &str, s: &SubscriberSession, csrf: bool
     call(app, method, path, &headers, body)
 }
 
-fn list_id(core: &Services, d: &str, l: &str) -> i64 {
+pub(crate) fn list_id(core: &Services, d: &str, l: &str) -> i64 {
     let (d, l) = (DomainName::parse(d).unwrap(), ListName::parse(l).unwrap());
     in_read(&*core.mailing.store, |tx| tx.list_by_name(&d, &l)).unwrap().unwrap().id.get()
 }
@@ -419,4 +419,22 @@ fn the_public_form_mails_a_confirmation_first_then_follows_the_lists_policy() {
     let (status, head, _) = post_form(&app, "/p/subscribe/example.org/open", None, "email=new%40example.net", "en");
     assert_eq!(status, 429, "{head}");
     assert!(head.to_lowercase().contains("retry-after:"), "{head}");
+}
+
+#[test]
+fn an_unknown_page_under_p_answers_the_html_404_page_not_json() {
+    let app = TestApp::spawn();
+    for path in ["/p/nope", "/p/me/nope", "/p/subscribe/example.org", "/p/"] {
+        let r = page_with(&app, path, None, "fr");
+        assert_eq!(r.status, 404, "{path}");
+        assert!(r.header("content-type").is_some_and(|t| t.starts_with("text/html")), "{path}: {:?}", r.headers);
+        assert!(
+            r.body.starts_with("<!DOCTYPE html>") && r.body.contains("<html lang=\"fr\">"),
+            "{path}: the page in the reader's language, not JSON: {}",
+            r.body
+        );
+    }
+    // The API keeps its JSON error, and so does a path that only starts like the pages.
+    app.get("/api/v1/nope").expect_error(404, "not_found");
+    app.get("/pages").expect_error(404, "not_found");
 }
