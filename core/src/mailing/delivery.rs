@@ -6,8 +6,9 @@
 use super::MailingError;
 use super::Service;
 use super::compose::{self, compose};
+use super::members;
 use super::model::{CopyState, MailingList, SendRecord, SendState};
-use super::state::{self, MemberState, Trigger};
+use super::state::Trigger;
 use super::{dkim, lists};
 use crate::kernel::{EventName, SendError, Timestamp, secrets};
 use crate::storage::{in_read, in_write};
@@ -252,15 +253,8 @@ pub fn unsubscribe(app: &Service, token: &str) -> Result<Option<Subscription>, M
     let Some((token_id, found, list)) = find_link(app, token, now)? else { return Ok(None) };
     in_write(&*app.store, |tx| {
         let Some(mut m) = tx.find_member(found.id)? else { return Ok(None) };
-        let from = MemberState::of(m.status, m.pending_reason);
-        if let Ok(to) = state::next(from, Trigger::Unsubscribe) {
-            let (status, reason) = to.stored().expect("unsubscribing leads to a stored state");
-            m.status = status;
-            m.pending_reason = reason;
-            tx.update_member(&m, None, now)?;
-            let data = json!({ "member_id": m.id.get(), "email": m.email.to_string(), "reason": "unsubscribe_link" });
-            lists::emit(tx, EventName::MemberRemoved, &list, data, now)?;
-        }
+        // Already gone: the link still answers as it did, nothing is written twice.
+        members::leave(tx, &list, &mut m, Trigger::Unsubscribe, "unsubscribe_link", now)?;
         tx.use_token(token_id, now)?;
         Ok(Some(Subscription { list_address: list.address(), email: m.email.to_string() }))
     })

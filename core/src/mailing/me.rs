@@ -8,21 +8,18 @@
 
 use super::MailingError;
 use super::Service;
-use super::lists;
 use super::members::{self, AddMember, AddOutcome};
 use super::model::{DeliveryMode, ListId, ListStatus, MailingList, MemberStatus, SubscriptionPolicy};
 use super::ports::{SubscriptionRecord, Tx};
-use super::state::{self, MemberState, Trigger};
+use super::state::Trigger;
 use super::subscriptions;
 use crate::access::AccessError;
 use crate::access::limits::Window;
 use crate::access::principal::RequestCtx;
 use crate::kernel::{
-    Actor, DomainName, EmailAddress, EventName, ListName, NewAuditEntry, Notice, Outcome, Page, Paged, Timestamp,
-    secrets,
+    Actor, DomainName, EmailAddress, ListName, NewAuditEntry, Notice, Outcome, Page, Paged, Timestamp, secrets,
 };
 use crate::storage::{in_read, in_write};
-use serde_json::json;
 
 /// A login link works once, for this long.
 pub const LINK_TTL_SECS: i64 = 3600;
@@ -300,15 +297,9 @@ pub fn unsubscribe(app: &Service, s: &Subscriber, ctx: &RequestCtx, list: ListId
         let Some(mut sub) = own_subscription(tx, s, list)? else {
             return Ok(Err(refused(tx, ctx, now, "member.unsubscribe", list)));
         };
-        let from = MemberState::of(sub.member.status, sub.member.pending_reason);
-        let Some((status, reason)) = state::next(from, Trigger::Unsubscribe).ok().and_then(MemberState::stored) else {
+        if !members::leave(tx, &sub.list, &mut sub.member, Trigger::Unsubscribe, "self_service", now)? {
             return Ok(Err(refused(tx, ctx, now, "member.unsubscribe", list)));
-        };
-        sub.member.status = status;
-        sub.member.pending_reason = reason;
-        tx.update_member(&sub.member, None, now)?;
-        let data = json!({ "member_id": sub.member.id.get(), "email": sub.member.email.to_string(), "reason": "self_service" });
-        lists::emit(tx, EventName::MemberRemoved, &sub.list, data, now)?;
+        }
         audit_by_member(tx, ctx, now, "member.unsubscribe", &sub)?;
         Ok::<_, MailingError>(Ok(()))
     })?

@@ -355,17 +355,33 @@ pub fn remove(
             MemberRef::Email(e) => tx.member_by_email(list.id, e)?,
         };
         let mut m = found.ok_or(MailingError::NotFound("member"))?;
-        let to = state::next(MemberState::of(m.status, m.pending_reason), Trigger::Remove)
-            .map_err(|_| MailingError::Conflict(format!("{} is already removed from the list", m.email)))?;
-        let (status, reason) = to.stored().ok_or(MailingError::Conflict("this member cannot be removed".into()))?;
-        m.status = status;
-        m.pending_reason = reason;
-        tx.update_member(&m, None, now)?;
-        let data = json!({ "member_id": m.id.get(), "email": m.email.to_string(), "reason": "removed" });
-        lists::emit(tx, EventName::MemberRemoved, &list, data, now)?;
+        if !leave(tx, &list, &mut m, Trigger::Remove, "removed", now)? {
+            return Err(MailingError::Conflict(format!("{} is already removed from the list", m.email)));
+        }
         audit_done(tx, p, ctx, now, "member.remove", &format!("member:{}:{}", list.address(), m.id))?;
         Ok(m)
     })
+}
+
+/// Takes a member off its list by `trigger` (an administrator's `Remove`, the subscriber's
+/// `Unsubscribe`) in `tx`: the state machine's next state stored and `member.removed` emitted with
+/// `reason`. `false`, with nothing written, when the state machine refuses (already gone).
+pub(super) fn leave(
+    tx: &mut dyn Tx,
+    list: &MailingList,
+    m: &mut Member,
+    trigger: Trigger,
+    reason: &str,
+    now: Timestamp,
+) -> Result<bool, StoreError> {
+    let next = state::next(MemberState::of(m.status, m.pending_reason), trigger).ok().and_then(MemberState::stored);
+    let Some((status, pending_reason)) = next else { return Ok(false) };
+    m.status = status;
+    m.pending_reason = pending_reason;
+    tx.update_member(m, None, now)?;
+    let data = json!({ "member_id": m.id.get(), "email": m.email.to_string(), "reason": reason });
+    lists::emit(tx, EventName::MemberRemoved, list, data, now)?;
+    Ok(true)
 }
 
 pub fn list(

@@ -7,6 +7,7 @@ use crate::access::users::{self, NewUser};
 use crate::adapters::sqlite::SqliteStore;
 use crate::kernel::Clock;
 use crate::mailing::domains;
+use crate::mailing::lists;
 use crate::mailing::members::{self, AddMember};
 use crate::testing::{FixedClock, RecordingTransport};
 use std::sync::Arc;
