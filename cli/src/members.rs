@@ -12,8 +12,8 @@ use courrier_core::kernel::{DomainName, EmailAddress, ListName, Page};
 use courrier_core::mailing::import::{self, ImportConsent};
 use courrier_core::mailing::members::{self as member_ops, AddMember, MemberRef};
 use courrier_core::mailing::model::{
-    DeliveryMode, DigestFrequency, Domain, DomainStatus, ListStatus, MailingList, Member, MemberFilter, PostingPolicy,
-    ReplyTo, SubscriptionPolicy,
+    DigestFrequency, Domain, DomainStatus, ListStatus, MailingList, Member, MemberFilter, PostingPolicy, ReplyTo,
+    SubscriptionPolicy,
 };
 use courrier_core::mailing::{domains, export, lists, views};
 use serde_json::json;
@@ -512,18 +512,15 @@ pub fn member(config: &Config, cmd: MemberCommand, json: bool) -> Result<(), Cli
     match cmd {
         MemberCommand::Add { list, email, name, delivery_mode, force, consent_evidence, consent_source } => {
             let (d, l) = list.names()?;
-            let req = AddMember {
-                email: EmailAddress::parse(email.trim())?,
-                display_name: name.filter(|n| !n.trim().is_empty()),
-                delivery_mode: match delivery_mode {
-                    None => DeliveryMode::Regular,
-                    Some(m) => member_ops::parse_delivery_mode(&m)?,
-                },
+            let req = AddMember::new(
+                EmailAddress::parse(email.trim())?,
+                name,
+                delivery_mode.as_deref(),
                 force,
-                consent_source: consent_source.filter(|s| !s.is_empty()),
-                consent_evidence: consent_evidence.filter(|s| !s.is_empty()),
-                source_ip: None,
-            };
+                consent_source,
+                consent_evidence,
+                None,
+            )?;
             let address = req.email.clone();
             let app = services(config, crate::build_info())?.mailing;
             let outcome = member_ops::add(&app, &p, &ctx, None, &d, &l, req)?;

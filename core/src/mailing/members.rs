@@ -34,6 +34,30 @@ pub struct AddMember {
     pub source_ip: Option<String>,
 }
 
+impl AddMember {
+    /// A request as both frontends receive it: an empty name, source or evidence is none; the
+    /// delivery mode is `regular` unless given.
+    pub fn new(
+        email: EmailAddress,
+        display_name: Option<String>,
+        delivery_mode: Option<&str>,
+        force: bool,
+        consent_source: Option<String>,
+        consent_evidence: Option<String>,
+        source_ip: Option<String>,
+    ) -> Result<Self, MailingError> {
+        Ok(Self {
+            email,
+            display_name: display_name.filter(|n| !n.trim().is_empty()),
+            delivery_mode: delivery_mode.map(parse_delivery_mode).transpose()?.unwrap_or(DeliveryMode::Regular),
+            force,
+            consent_source: consent_source.filter(|s| !s.is_empty()),
+            consent_evidence: consent_evidence.filter(|s| !s.is_empty()),
+            source_ip,
+        })
+    }
+}
+
 /// What adding an address did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AddOutcome {

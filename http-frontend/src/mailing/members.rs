@@ -15,7 +15,7 @@ use axum::extract::{Path, RawQuery, State};
 use axum::response::Response;
 use courrier_core::kernel::{Code, EmailAddress};
 use courrier_core::mailing::members::{self, AddMember, MemberRef};
-use courrier_core::mailing::model::{DeliveryMode, MemberFilter};
+use courrier_core::mailing::model::MemberFilter;
 use http::HeaderMap;
 use serde::Deserialize;
 
@@ -69,18 +69,16 @@ pub(super) struct MemberBody {
 
 pub(super) fn member_request(body: &[u8], source_ip: Option<String>) -> Result<AddMember, ApiError> {
     let b: MemberBody = parse_json(body)?;
-    Ok(AddMember {
-        email: EmailAddress::parse(&b.email).map_err(|e| invalid(format!("email: {e}")))?,
-        display_name: b.name.filter(|n| !n.trim().is_empty()),
-        delivery_mode: match b.delivery_mode {
-            None => DeliveryMode::Regular,
-            Some(m) => members::parse_delivery_mode(&m)?,
-        },
-        force: b.force.unwrap_or(false),
-        consent_source: b.consent_source.filter(|s| !s.is_empty()),
-        consent_evidence: b.consent_evidence.filter(|s| !s.is_empty()),
+    let email = EmailAddress::parse(&b.email).map_err(|e| invalid(format!("email: {e}")))?;
+    Ok(AddMember::new(
+        email,
+        b.name,
+        b.delivery_mode.as_deref(),
+        b.force.unwrap_or(false),
+        b.consent_source,
+        b.consent_evidence,
         source_ip,
-    })
+    )?)
 }
 
 pub(super) async fn add_member(
