@@ -50,6 +50,8 @@ pub struct Service {
     pub data_key: crate::kernel::sealed::DataKey,
     /// Makes the domains' DKIM key pairs.
     pub dkim: Arc<dyn dkim::DkimKeyMaker>,
+    /// Mail in's process-wide state: the processing loop's wake-up, the DMARC policy cache.
+    pub mail_in: inbound::MailIn,
 }
 
 #[derive(Debug, thiserror::Error)]
