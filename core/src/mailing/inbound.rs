@@ -302,6 +302,8 @@ pub fn process_after(app: &Service, cursor: &mut Option<InboundId>) -> Result<u6
 #[derive(Debug, Default)]
 pub struct MailIn {
     pub wakeup: Wakeup,
+    /// Posters' DMARC policies, for the copies' `From`.
+    pub dmarc: super::dmarc::Cache,
 }
 
 /// Tells the processing loop that messages were stored (the LMTP frontend rings it after its
