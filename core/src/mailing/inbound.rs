@@ -251,6 +251,9 @@ pub enum Processed {
     Done(posts::Outcome),
     /// Its role's handler is not part of this pipeline yet: left `received`.
     Waiting,
+    /// The rules could not process it (its list is gone, ...): recorded `failed` and logged, so
+    /// it does not come back at every round.
+    Failed(String),
     /// Already processed (by another process, or before a restart).
     AlreadyDone,
 }
@@ -269,7 +272,17 @@ pub fn process(app: &Service, id: InboundId) -> Result<Processed, super::Mailing
         return Ok(Processed::AlreadyDone);
     }
     match m.role {
-        Role::Post => Ok(posts::accept(app, &m)?.map_or(Processed::AlreadyDone, Processed::Done)),
+        Role::Post => match posts::accept(app, &m) {
+            Ok(done) => Ok(done.map_or(Processed::AlreadyDone, Processed::Done)),
+            // The database could not be used: transient, the message is processed again later.
+            Err(e @ super::MailingError::Store(_)) => Err(e),
+            Err(e) => {
+                tracing::error!(inbound = id.get(), error = %e, "a received post could not be processed");
+                let now = app.clock.now();
+                in_write(&*app.store, |tx| tx.finish_inbound(id, "failed", now))?;
+                Ok(Processed::Failed(e.to_string()))
+            }
+        },
         Role::Request | Role::Join | Role::Leave | Role::Owner | Role::Bounces { .. } => Ok(Processed::Waiting),
     }
 }
@@ -419,6 +432,7 @@ mod tests {
         match p {
             Processed::Done(o) => o.as_str(),
             Processed::Waiting => "waiting",
+            Processed::Failed(_) => "failed",
             Processed::AlreadyDone => "already",
         }
     }
