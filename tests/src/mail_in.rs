@@ -179,6 +179,34 @@ fn lmtp_answers_each_recipient_unknown_addresses_550_and_oversized_posts_552() {
 }
 
 #[test]
+fn silent_and_slow_lmtp_clients_do_not_hold_the_others_and_an_overlong_command_is_refused() {
+    let sink = SmtpSink::start();
+    let (app, key) = setup(&sink, &[]);
+    patch_list(&app, &key, json!({ "posting_policy": "open" }));
+    let addr = app.lmtp.unwrap();
+    // 100 clients connect and say nothing; 20 more stop in the middle of a command or of DATA.
+    let mut idle: Vec<TcpStream> = (0..100).map(|_| TcpStream::connect(addr).unwrap()).collect();
+    for i in 0..20 {
+        let mut s = TcpStream::connect(addr).unwrap();
+        let partial: &[u8] = if i % 2 == 0 {
+            b"LHLO slow\r\nMAIL FROM:<a@exa"
+        } else {
+            b"LHLO slow\r\nMAIL FROM:<a@example.net>\r\nRCPT TO:<news@example.org>\r\nDATA\r\nSubject: half"
+        };
+        s.write_all(partial).unwrap();
+        idle.push(s);
+    }
+    let mut c = Lmtp::connect(addr);
+    let long = format!("NOOP {}", "x".repeat(10_000));
+    assert!(c.cmd(&long).starts_with("500 5.5.2"), "a command line has a limit");
+    assert!(c.cmd("NOOP").starts_with("250"), "and the session goes on");
+    let reply = c.post("ann@example.net", &message("ann@example.net", "slow@x", "Not held up", ""));
+    assert!(reply.starts_with("250"), "{reply}");
+    assert_eq!(outcome(&app.core, 1), "posted");
+    drop(idle);
+}
+
+#[test]
 fn lmtp_answers_451_while_the_database_cannot_take_the_message_and_250_once_it_can() {
     let sink = SmtpSink::start();
     let (app, key) = setup(&sink, &[]);
