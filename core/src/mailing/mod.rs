@@ -19,6 +19,7 @@ pub mod lists;
 pub mod me;
 pub mod members;
 pub mod model;
+pub mod moderation;
 pub mod ports;
 pub mod sends;
 pub mod state;

@@ -12,7 +12,10 @@ use crate::kernel::{Page, Paged};
 use crate::storage::StoreError;
 
 /// One transaction of the mailing context. Dropped without `commit`, it rolls back.
-pub trait Tx: crate::access::ports::Tx + MailingRepo + IdempotencyRepo + SendRepo + WebhookRepo + MeRepo {}
+pub trait Tx:
+    crate::access::ports::Tx + MailingRepo + IdempotencyRepo + SendRepo + WebhookRepo + MeRepo + ModerationRepo
+{
+}
 
 /// The database as the mailing context sees it.
 pub type Store = dyn crate::storage::Store<dyn Tx>;
@@ -319,4 +322,19 @@ pub trait MeRepo {
         statuses: &[MemberStatus],
         page: Page,
     ) -> Result<Paged<SubscriptionRecord>, StoreError>;
+}
+
+/// The moderation queues: subscriptions waiting for a moderator, and who moderates a list.
+pub trait ModerationRepo {
+    /// The list's members `pending` with reason `moderation`, ordered by id.
+    fn pending_moderation(&mut self, list: ListId, page: Page) -> Result<Paged<Member>, StoreError>;
+    /// Members pending a moderator's decision over the given lists (every list when `None`).
+    fn count_pending_moderation(&mut self, lists: Option<&[ListId]>) -> Result<u64, StoreError>;
+    /// The addresses of the active accounts holding the `owner` or `moderator` role on the list,
+    /// each once, ordered.
+    fn list_moderators(
+        &mut self,
+        domain: &DomainName,
+        list: &crate::kernel::ListName,
+    ) -> Result<Vec<EmailAddress>, StoreError>;
 }

@@ -14,6 +14,7 @@ mod lane;
 mod lease;
 mod mailing;
 mod migrations;
+mod moderation;
 mod ocr;
 mod outbox;
 mod search;
