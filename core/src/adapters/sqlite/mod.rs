@@ -9,6 +9,7 @@ mod access;
 mod audit;
 mod checkpoint;
 mod idempotency;
+mod inbound;
 mod invoices;
 mod lane;
 mod lease;
