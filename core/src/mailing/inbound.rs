@@ -249,6 +249,8 @@ impl InboundState {
 pub enum Processed {
     /// Done; the outcome as recorded (`posted`, `held`, `duplicate`, `loop`, ...).
     Done(posts::Outcome),
+    /// A request (`L-request`, `L-join`, `L-leave`) or owner mail, done; the outcome as recorded.
+    Request(super::requests::Outcome),
     /// Its role's handler is not part of this pipeline yet: left `received`.
     Waiting,
     /// Already processed (by another process, or before a restart).
@@ -261,8 +263,9 @@ pub fn actor() -> (Principal, RequestCtx) {
     (Principal::operator(), RequestCtx { request_id: RequestId::internal("mail-in"), source: None })
 }
 
-/// Processes one stored message by its role. Posts go through [`posts::accept`]; the other
-/// roles (requests, joins, leaves, owner mail, bounces) are left `received` for their handlers.
+/// Processes one stored message by its role. Posts go through [`posts::accept`]; requests,
+/// joins, leaves and owner mail through [`super::requests::accept`]; bounces are left
+/// `received` for their handler.
 pub fn process(app: &Service, id: InboundId) -> Result<Processed, super::MailingError> {
     let Some(m) = in_read(&*app.store, |tx| tx.inbound_by_id(id))? else { return Ok(Processed::AlreadyDone) };
     if m.state == InboundState::Done {
@@ -270,7 +273,10 @@ pub fn process(app: &Service, id: InboundId) -> Result<Processed, super::Mailing
     }
     match m.role {
         Role::Post => Ok(posts::accept(app, &m)?.map_or(Processed::AlreadyDone, Processed::Done)),
-        Role::Request | Role::Join | Role::Leave | Role::Owner | Role::Bounces { .. } => Ok(Processed::Waiting),
+        Role::Request | Role::Join | Role::Leave | Role::Owner => {
+            Ok(super::requests::accept(app, &m)?.map_or(Processed::AlreadyDone, Processed::Request))
+        }
+        Role::Bounces { .. } => Ok(Processed::Waiting),
     }
 }
 
@@ -284,7 +290,7 @@ pub fn process_waiting(app: &Service) -> Result<u64, super::MailingError> {
         let Some(last) = ids.last().copied() else { return Ok(n) };
         after = Some(last);
         for id in ids {
-            if let Processed::Done(_) = process(app, id)? {
+            if let Processed::Done(_) | Processed::Request(_) = process(app, id)? {
                 n += 1;
             }
         }
@@ -379,6 +385,7 @@ mod tests {
     fn outcome(p: &Processed) -> &'static str {
         match p {
             Processed::Done(o) => o.as_str(),
+            Processed::Request(o) => o.as_str(),
             Processed::Waiting => "waiting",
             Processed::AlreadyDone => "already",
         }
@@ -404,7 +411,11 @@ mod tests {
         assert!(matches!(resolve(&app, "nope@example.org"), Err(InboundError::UnknownAddress(_))));
         let r = resolve(&app, "news-request@example.org").unwrap();
         let id = store(&app, None, &[&r], b"Subject: help\r\n\r\n").unwrap().remove(0);
-        assert_eq!(process(&app, id).unwrap(), Processed::Waiting, "requests wait for their handler");
+        assert_eq!(
+            process(&app, id).unwrap(),
+            Processed::Request(crate::mailing::requests::Outcome::Robot),
+            "a request from the null sender is not answered"
+        );
     }
 
     #[test]

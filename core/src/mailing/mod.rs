@@ -23,6 +23,7 @@ pub mod model;
 pub mod moderation;
 pub mod ports;
 pub mod posts;
+pub mod requests;
 pub mod sends;
 pub mod state;
 #[cfg(any(test, feature = "testing"))]

@@ -349,6 +349,12 @@ pub trait ModerationRepo {
         domain: &DomainName,
         list: &crate::kernel::ListName,
     ) -> Result<Vec<EmailAddress>, StoreError>;
+    /// The addresses of the active accounts holding the `owner` role on the list, ordered.
+    fn list_owners(
+        &mut self,
+        domain: &DomainName,
+        list: &crate::kernel::ListName,
+    ) -> Result<Vec<EmailAddress>, StoreError>;
 }
 
 /// A message received for a list address, as stored before the sender was told it was taken.

@@ -42,15 +42,24 @@ impl ModerationRepo for SqliteTx {
     }
 
     fn list_moderators(&mut self, domain: &DomainName, list: &ListName) -> Result<Vec<EmailAddress>, StoreError> {
-        let rows: Vec<String> = self
-            .conn()
-            .prepare_cached(
-                "SELECT DISTINCT u.email FROM roles r JOIN users u ON u.id = r.user_id
-                 WHERE r.kind IN ('owner', 'moderator') AND r.domain = ?1 AND r.list = ?2 AND u.status = 'active'
-                 ORDER BY u.email",
-            )
-            .and_then(|mut st| st.query_map([domain.as_str(), list.as_str()], |r| r.get(0))?.collect())
-            .map_err(map_err)?;
-        rows.into_iter().map(|raw| EmailAddress::parse(&raw).map_err(|_| map_err(corrupt("email", &raw)))).collect()
+        holders(self, "'owner', 'moderator'", domain, list)
     }
+
+    fn list_owners(&mut self, domain: &DomainName, list: &ListName) -> Result<Vec<EmailAddress>, StoreError> {
+        holders(self, "'owner'", domain, list)
+    }
+}
+
+/// The active accounts holding one of `kinds` (SQL literals) on the list, each once.
+fn holders(tx: &SqliteTx, kinds: &str, domain: &DomainName, list: &ListName) -> Result<Vec<EmailAddress>, StoreError> {
+    let rows: Vec<String> = tx
+        .conn()
+        .prepare_cached(&format!(
+            "SELECT DISTINCT u.email FROM roles r JOIN users u ON u.id = r.user_id
+             WHERE r.kind IN ({kinds}) AND r.domain = ?1 AND r.list = ?2 AND u.status = 'active'
+             ORDER BY u.email"
+        ))
+        .and_then(|mut st| st.query_map([domain.as_str(), list.as_str()], |r| r.get(0))?.collect())
+        .map_err(map_err)?;
+    rows.into_iter().map(|raw| EmailAddress::parse(&raw).map_err(|_| map_err(corrupt("email", &raw)))).collect()
 }
