@@ -272,7 +272,14 @@ pub fn process(app: &Service, id: InboundId) -> Result<Processed, super::Mailing
         return Ok(Processed::AlreadyDone);
     }
     match m.role {
-        Role::Post => Ok(posts::accept(app, &m)?.map_or(Processed::AlreadyDone, Processed::Done)),
+        Role::Post => {
+            let outcome = posts::accept(app, &m)?;
+            // A post just held: its list's owners and moderators are told, once it is committed.
+            if let Some(posts::Outcome::Held(held, _)) = &outcome {
+                super::moderation::announce_held(app, m.list_id, *held);
+            }
+            Ok(outcome.map_or(Processed::AlreadyDone, Processed::Done))
+        }
         Role::Request | Role::Join | Role::Leave | Role::Owner => {
             Ok(super::requests::accept(app, &m)?.map_or(Processed::AlreadyDone, Processed::Request))
         }

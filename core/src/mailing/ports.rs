@@ -349,6 +349,11 @@ pub trait ModerationRepo {
         domain: &DomainName,
         list: &crate::kernel::ListName,
     ) -> Result<Vec<EmailAddress>, StoreError>;
+    fn set_held_days(&mut self, list: ListId, days: u32) -> Result<(), StoreError>;
+    /// Held posts over the given lists (every list when `None`).
+    fn count_held(&mut self, lists: Option<&[ListId]>) -> Result<u64, StoreError>;
+    /// Deletes the held posts received more than their list's `held_days` before `now`; which.
+    fn expire_held(&mut self, now: Timestamp) -> Result<Vec<(ListId, super::posts::HeldId)>, StoreError>;
     /// The addresses of the active accounts holding the `owner` role on the list, ordered.
     fn list_owners(
         &mut self,
