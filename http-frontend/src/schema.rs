@@ -422,6 +422,7 @@ pub const LIST_DETAIL: Schema = Schema(|| {
             "held_days": { "type": "integer", "minimum": 1, "maximum": 365 },
             "digest_frequency": enum_of(&["daily", "weekly"]),
             "max_message_kb": { "type": "integer" },
+            "dmarc_mitigation": enum_of(&["munge_from", "none"]),
             "created_at": { "type": "string", "format": "date-time" },
             "updated_at": { "type": "string", "format": "date-time" }
         }),
@@ -459,7 +460,8 @@ pub const LIST_PATCH: Schema = Schema(|| {
             "bounce_disable_score": opt(json!({ "type": "integer", "minimum": 1, "maximum": 1000 })),
             "held_days": opt(json!({ "type": "integer", "minimum": 1, "maximum": 365 })),
             "digest_frequency": opt(enum_of(&["daily", "weekly"])),
-            "max_message_kb": opt(json!({ "type": "integer", "minimum": 1, "maximum": 102400 }))
+            "max_message_kb": opt(json!({ "type": "integer", "minimum": 1, "maximum": 102400 })),
+            "dmarc_mitigation": opt(enum_of(&["munge_from", "none"]))
         }),
     )
 });

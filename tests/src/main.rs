@@ -11,6 +11,7 @@ mod envelopes;
 mod extraction;
 mod invoice_layouts;
 mod invoices;
+mod mail_in;
 mod members;
 mod moderation;
 mod ocr;

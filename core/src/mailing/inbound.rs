@@ -290,17 +290,56 @@ pub fn process(app: &Service, id: InboundId) -> Result<Processed, super::Mailing
 /// Processes every message still `received` (at start: what a crash left between the store and
 /// the processing); how many were processed now.
 pub fn process_waiting(app: &Service) -> Result<u64, super::MailingError> {
-    let mut after = None;
+    process_after(app, &mut None)
+}
+
+/// Processes the messages still `received` with an id above `cursor`, moving it past them: a
+/// processing loop keeps its cursor, so a message left waiting for another role's handler is
+/// looked at once per start, not on every round. How many were processed.
+pub fn process_after(app: &Service, cursor: &mut Option<InboundId>) -> Result<u64, super::MailingError> {
     let mut n = 0;
     loop {
-        let ids = in_read(&*app.store, |tx| tx.inbound_waiting(after, 100))?;
+        let ids = in_read(&*app.store, |tx| tx.inbound_waiting(*cursor, 100))?;
         let Some(last) = ids.last().copied() else { return Ok(n) };
-        after = Some(last);
         for id in ids {
             if let Processed::Done(_) | Processed::Request(_) = process(app, id)? {
                 n += 1;
             }
+            *cursor = Some(id);
         }
+        *cursor = Some(last);
+    }
+}
+
+/// Mail in's state shared by the frontends and the processing loop of one process.
+#[derive(Debug, Default)]
+pub struct MailIn {
+    pub wakeup: Wakeup,
+    /// Posters' DMARC policies, for the copies' `From`.
+    pub dmarc: super::dmarc::Cache,
+}
+
+/// Tells the processing loop that messages were stored (the LMTP frontend rings it after its
+/// replies); the loop also looks on its own now and then.
+#[derive(Debug, Default)]
+pub struct Wakeup {
+    rung: std::sync::Mutex<bool>,
+    bell: std::sync::Condvar,
+}
+
+impl Wakeup {
+    pub fn ring(&self) {
+        if let Ok(mut rung) = self.rung.lock() {
+            *rung = true;
+            self.bell.notify_all();
+        }
+    }
+
+    /// Waits until rung or `timeout` passed; whether it was rung.
+    pub fn wait(&self, timeout: std::time::Duration) -> bool {
+        let Ok(rung) = self.rung.lock() else { return false };
+        let Ok((mut rung, _)) = self.bell.wait_timeout_while(rung, timeout, |r| !*r) else { return false };
+        std::mem::take(&mut *rung)
     }
 }
 

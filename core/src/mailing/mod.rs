@@ -10,6 +10,7 @@ pub mod dashboard;
 pub mod delivery;
 pub mod digests;
 pub mod dkim;
+pub mod dmarc;
 pub mod dns_check;
 pub mod domains;
 pub mod export;
@@ -52,6 +53,8 @@ pub struct Service {
     pub data_key: crate::kernel::sealed::DataKey,
     /// Makes the domains' DKIM key pairs.
     pub dkim: Arc<dyn dkim::DkimKeyMaker>,
+    /// Mail in's process-wide state: the processing loop's wake-up, the DMARC policy cache.
+    pub mail_in: inbound::MailIn,
 }
 
 #[derive(Debug, thiserror::Error)]

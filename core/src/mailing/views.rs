@@ -63,6 +63,7 @@ pub fn list_detail(l: &MailingList) -> Value {
         "held_days": p.held_days,
         "digest_frequency": p.digest_frequency.as_str(),
         "max_message_kb": p.max_message_kb,
+        "dmarc_mitigation": p.dmarc_mitigation.as_str(),
         "created_at": l.created_at.to_rfc3339(),
         "updated_at": l.updated_at.to_rfc3339(),
     });
