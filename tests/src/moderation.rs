@@ -62,9 +62,10 @@ fn request(w: &World, email: &str) -> i64 {
     resp.json()["data"]["member_id"].as_i64().unwrap()
 }
 
-/// The mails the sink holds addressed to `to`.
+/// The mails the sink holds for `to` (an envelope recipient, as the sink records it).
 fn mails_to(w: &World, to: &str) -> Vec<String> {
-    w.sink.messages().into_iter().filter(|m| m.lines().any(|l| l.eq_ignore_ascii_case(&format!("To: {to}")))).collect()
+    let rcpt = format!("X-RcptTo: {to}");
+    w.sink.messages().into_iter().filter(|m| m.lines().any(|l| l.eq_ignore_ascii_case(&rcpt))).collect()
 }
 
 fn audit_actions(w: &World, action: &str) -> Vec<Value> {
@@ -494,4 +495,123 @@ fn held_post_routes_refuse_bad_input_and_callers_out_of_reach() {
     let r = call(&w.app, "PATCH", NEWS, &[bearer(&w.admin)], Some(&json!({ "held_days": 30 })));
     assert_eq!(r.json()["data"]["held_days"], 30, "{}", r.body);
     assert_eq!(get(&w, &w.admin, NEWS).json()["data"]["held_days"], 30);
+}
+
+/// One LMTP transaction (RFC 2033) to `to` from `from`: the reply after the data.
+fn lmtp(app: &TestApp, from: &str, to: &str, message: &str) -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let stream = std::net::TcpStream::connect(app.lmtp.expect("the LMTP server listens")).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut writer = stream;
+    let mut reply = |send: Option<&str>| -> String {
+        if let Some(line) = send {
+            writer.write_all(line.as_bytes()).unwrap();
+        }
+        let mut all = String::new();
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            assert!(!line.is_empty(), "LMTP connection closed after {all}");
+            all.push_str(&line);
+            if line.as_bytes().get(3) != Some(&b'-') {
+                return all;
+            }
+        }
+    };
+    assert!(reply(None).starts_with("220"));
+    assert!(reply(Some("LHLO tests.example\r\n")).starts_with("250"));
+    assert!(reply(Some(&format!("MAIL FROM:<{from}>\r\n"))).starts_with("250"));
+    let rcpt = reply(Some(&format!("RCPT TO:<{to}>\r\n")));
+    assert!(rcpt.starts_with("250"), "{rcpt}");
+    assert!(reply(Some("DATA\r\n")).starts_with("354"));
+    let body: String = message
+        .split("\r\n")
+        .map(|l| if l.starts_with('.') { format!(".{l}\r\n") } else { format!("{l}\r\n") })
+        .collect();
+    let done = reply(Some(&format!("{body}.\r\n")));
+    let _ = reply(Some("QUIT\r\n"));
+    done
+}
+
+fn request_mail(from: &str, to: &str, subject: &str, extra: &str) -> String {
+    format!("From: {from}\r\nTo: {to}\r\nSubject: {subject}\r\nMessage-ID: <{subject}.{from}>\r\n{extra}\r\nHi\r\n")
+}
+
+/// Waits for a mail to `to` holding `marker`; the path of its link from the marker on.
+fn mailed_link(w: &World, to: &str, marker: &str) -> String {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        if let Some(m) = mails_to(w, to).iter().find(|m| m.contains(marker)) {
+            return link_path(m, marker);
+        }
+        assert!(std::time::Instant::now() < deadline, "no mail to {to} with {marker}: {:#?}", w.sink.messages());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn requests_mailed_over_lmtp_are_answered_with_links_and_owner_mail_reaches_the_owners() {
+    let w = world(SubscriptionPolicy::Moderate);
+    // Subscribe by mail on a moderated list: the confirmation link, then the moderators' queue.
+    let reply = lmtp(
+        &w.app,
+        "ann@example.net",
+        "news-request@example.org",
+        &request_mail("Ann <ann@example.net>", "news-request@example.org", "subscribe", ""),
+    );
+    assert!(reply.starts_with("250"), "{reply}");
+    let confirm = mailed_link(&w, "ann@example.net", "/p/confirm/");
+    assert_eq!(w.app.client.request("POST", &confirm, &[], Some(b"")).status, 200);
+    let queue = get(&w, &w.moderator, &format!("{NEWS}/moderation/subscriptions")).json();
+    assert_eq!(queue["data"][0]["email"], "ann@example.net", "{queue}");
+    let id = queue["data"][0]["id"].as_i64().unwrap();
+    assert_eq!(post(&w, &w.moderator, &format!("{NEWS}/moderation/subscriptions/{id}/approve"), None).status, 200);
+
+    // Leave by mail: a link; the member stays active until it is followed.
+    let reply = lmtp(
+        &w.app,
+        "ann@example.net",
+        "news-leave@example.org",
+        &request_mail("ann@example.net", "news-leave@example.org", "bye", ""),
+    );
+    assert!(reply.starts_with("250"), "{reply}");
+    let leave = mailed_link(&w, "ann@example.net", "/p/unsubscribe/");
+    assert_eq!(get(&w, &w.admin, &format!("{NEWS}/members/{id}")).json()["data"]["status"], "active");
+    assert_eq!(w.app.client.request("POST", &leave, &[], Some(b"")).status, 200);
+    assert_eq!(get(&w, &w.admin, &format!("{NEWS}/members/{id}")).json()["data"]["status"], "unsubscribed");
+
+    // Help is answered; a robot's request is taken (250) and never answered.
+    lmtp(
+        &w.app,
+        "bob@example.net",
+        "news-request@example.org",
+        &request_mail("bob@example.net", "news-request@example.org", "help", ""),
+    );
+    mailed_link(&w, "bob@example.net", "news-join@example.org");
+    let reply = lmtp(
+        &w.app,
+        "robot@example.net",
+        "news-request@example.org",
+        &request_mail("robot@example.net", "news-request@example.org", "subscribe", "Precedence: bulk\r\n"),
+    );
+    assert!(reply.starts_with("250"), "{reply}");
+
+    // Mail to the owner address reaches the owner (not the moderators).
+    lmtp(
+        &w.app,
+        "carl@example.net",
+        "news-owner@example.org",
+        &request_mail("carl@example.net", "news-owner@example.org", "question", ""),
+    );
+    let deadline = std::time::Instant::now() + WAIT;
+    while mails_to(&w, "owner@example.org").iter().all(|m| !m.contains("Subject: question")) {
+        assert!(std::time::Instant::now() < deadline, "{:#?}", w.sink.messages());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let forwarded = mails_to(&w, "owner@example.org").into_iter().find(|m| m.contains("Subject: question")).unwrap();
+    assert!(forwarded.contains("X-BeenThere: news-owner@example.org"), "{forwarded}");
+    assert!(mails_to(&w, "mod@example.org").iter().all(|m| !m.contains("Subject: question")));
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(mails_to(&w, "robot@example.net").is_empty(), "a robot is never answered");
 }
