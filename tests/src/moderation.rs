@@ -615,3 +615,58 @@ fn requests_mailed_over_lmtp_are_answered_with_links_and_owner_mail_reaches_the_
     std::thread::sleep(Duration::from_millis(300));
     assert!(mails_to(&w, "robot@example.net").is_empty(), "a robot is never answered");
 }
+
+#[test]
+fn the_command_line_lists_and_decides_both_queues_like_the_api() {
+    let w = moderated_world();
+    let patch = call(&w.app, "PATCH", NEWS, &[bearer(&w.admin)], Some(&json!({ "subscription_policy": "moderate" })));
+    assert_eq!(patch.status, 200, "{}", patch.body);
+    receive_post(&w, "poster@example.net", "by cli", "cli1@example.net");
+    receive_post(&w, "other@example.net", "by cli 2", "cli2@example.net");
+    let member = request(&w, "sub@example.net");
+    let env = [("COURRIER_SMTP_URL", w.sink.url())];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let cli = |args: &[&str]| {
+        let mut all = vec!["--json", "moderation"];
+        all.extend_from_slice(args);
+        let (status, out, err) = courrier_tests::harness::run_cli_in(w.app.dir.path(), &all, &env, None);
+        (status.code(), out, err)
+    };
+    let on = ["--domain", "example.org", "--list", "news"];
+    let (code, out, err) = cli(&[&["list"][..], &on].concat());
+    assert_eq!(code, Some(0), "{err}");
+    let listed: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(listed["total"], 2, "{listed}");
+    let api = get(&w, &w.moderator, &format!("{NEWS}/moderation/messages")).json();
+    assert_eq!(listed["items"], api["data"], "the same view as the API");
+    let (first, second) = (listed["items"][0]["id"].to_string(), listed["items"][1]["id"].to_string());
+
+    let (code, out, err) = cli(&[&["approve"][..], &on, &[first.as_str()]].concat());
+    assert_eq!(code, Some(0), "{err}");
+    let approved: Value = serde_json::from_str(&out).unwrap();
+    assert!(approved["send_id"].is_i64(), "{approved}");
+    let (code, out, err) = cli(&[&["reject"][..], &on, &[second.as_str(), "--reason", "Not here."]].concat());
+    assert_eq!(
+        (code, serde_json::from_str::<Value>(&out).unwrap()["decision"].as_str()),
+        (Some(0), Some("rejected")),
+        "{err}"
+    );
+    // Decided already: the API's 404, exit code of a not-found.
+    let (code, out, _) = cli(&[&["discard"][..], &on, &[first.as_str()]].concat());
+    assert_ne!(code, Some(0));
+    assert!(out.is_empty(), "nothing on stdout on an error");
+
+    let (code, out, err) = cli(&[&["list", "--subscriptions"][..], &on].concat());
+    assert_eq!(code, Some(0), "{err}");
+    let waiting: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(waiting["items"][0]["id"], member, "{waiting}");
+    let id = member.to_string();
+    let (code, out, err) = cli(&[&["approve", "--subscription"][..], &on, &[id.as_str()]].concat());
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["status"], "active");
+    let (code, _, err) = cli(&[&["approve"][..], &on, &["zero"]].concat());
+    assert_ne!(code, Some(0));
+    assert!(err.contains("positive integer"), "{err}");
+    let audit = audit_actions(&w, "moderation.message.approve");
+    assert_eq!(audit[0]["outcome"], "done");
+}
