@@ -279,14 +279,12 @@ fn header_fields(raw: &[u8]) -> Vec<(String, String)> {
         let name = h.name().to_owned();
         let full = out.len() >= MAX_HEADERS;
         match out.iter_mut().find(|(n, _)| n.eq_ignore_ascii_case(&name)) {
-            Some((_, v)) => {
-                if v.len() < MAX_HEADER_VALUE {
-                    v.push('\n');
-                    v.push_str(&value);
-                }
+            Some((_, v)) if v.len() < MAX_HEADER_VALUE => {
+                v.push('\n');
+                v.push_str(&value);
             }
             None if !full => out.push((name, value)),
-            None => {}
+            Some(_) | None => {}
         }
     }
     out
@@ -403,7 +401,7 @@ pub fn announce_held(app: &Service, list: ListId, id: HeldId) {
 /// `moderation.message.expire`); how many.
 pub fn expire_held(app: &Service) -> Result<u64, MailingError> {
     let now = app.clock.now();
-    Ok(in_write(&*app.store, |tx| {
+    in_write(&*app.store, |tx| {
         let expired = tx.expire_held(now)?;
         for (list, id) in &expired {
             let target = match tx.list_by_id(*list)? {
@@ -420,7 +418,7 @@ pub fn expire_held(app: &Service) -> Result<u64, MailingError> {
             })?;
         }
         Ok::<_, MailingError>(expired.len() as u64)
-    })?)
+    })
 }
 
 #[cfg(test)]
