@@ -180,6 +180,38 @@ fn lmtp_answers_each_recipient_unknown_addresses_550_and_oversized_posts_552() {
 }
 
 #[test]
+fn lmtp_answers_451_while_the_database_cannot_take_the_message_and_250_once_it_can() {
+    let sink = SmtpSink::start();
+    let (app, key) = setup(&sink, &[]);
+    patch_list(&app, &key, json!({ "posting_policy": "open" }));
+    // Another process holds the database's write lock (as a long migration or a stuck writer would).
+    let mut holder = std::process::Command::new("sqlite3")
+        .arg(app.dir.path().join("courrier.db"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("sqlite3 (scripts/setup-system --test)");
+    let mut stdin = holder.stdin.take().unwrap();
+    stdin.write_all(b"BEGIN IMMEDIATE;\nSELECT 'locked';\n").unwrap();
+    stdin.flush().unwrap();
+    let mut locked = String::new();
+    BufReader::new(holder.stdout.as_mut().unwrap()).read_line(&mut locked).unwrap();
+    assert_eq!(locked.trim(), "locked");
+    let mut c = Lmtp::connect(app.lmtp.unwrap());
+    let post = message("ann@example.net", "busy@x", "Busy", "");
+    let reply = c.post("ann@example.net", &post);
+    assert!(reply.starts_with("451 4.3.0 <news@example.org>"), "the MTA is told to retry: {reply}");
+    stdin.write_all(b"COMMIT;\n.quit\n").unwrap();
+    drop(stdin);
+    holder.wait().unwrap();
+    // The MTA's retry is taken, and the message was not half-stored the first time.
+    assert!(c.post("ann@example.net", &post).starts_with("250"));
+    assert_eq!(outcome(&app.core, 1), "posted");
+    let second = in_read(&*app.core.mailing.store, |tx| tx.inbound_by_id(InboundId::from_stored(2))).unwrap();
+    assert!(second.is_none(), "one stored message");
+}
+
+#[test]
 fn posts_the_policy_does_not_let_through_are_held_with_their_reason_and_message_held() {
     let sink = SmtpSink::start();
     let (app, key) = setup(&sink, &[]);

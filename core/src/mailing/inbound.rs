@@ -253,6 +253,9 @@ pub enum Processed {
     Request(super::requests::Outcome),
     /// Its role's handler is not part of this pipeline yet: left `received`.
     Waiting,
+    /// The rules could not process it (its list is gone, ...): recorded `failed` and logged, so
+    /// it does not come back at every round.
+    Failed(String),
     /// Already processed (by another process, or before a restart).
     AlreadyDone,
 }
@@ -272,19 +275,34 @@ pub fn process(app: &Service, id: InboundId) -> Result<Processed, super::Mailing
         return Ok(Processed::AlreadyDone);
     }
     match m.role {
-        Role::Post => {
-            let outcome = posts::accept(app, &m)?;
-            // A post just held: its list's owners and moderators are told, once it is committed.
-            if let Some(posts::Outcome::Held(held, _)) = &outcome {
-                super::moderation::announce_held(app, m.list_id, *held);
+        Role::Post => match posts::accept(app, &m) {
+            Ok(done) => {
+                // A post just held: its list's owners and moderators are told, once it is committed.
+                if let Some(posts::Outcome::Held(held, _)) = &done {
+                    super::moderation::announce_held(app, m.list_id, *held);
+                }
+                Ok(done.map_or(Processed::AlreadyDone, Processed::Done))
             }
-            Ok(outcome.map_or(Processed::AlreadyDone, Processed::Done))
-        }
-        Role::Request | Role::Join | Role::Leave | Role::Owner => {
-            Ok(super::requests::accept(app, &m)?.map_or(Processed::AlreadyDone, Processed::Request))
-        }
+            Err(e) => failed(app, id, e),
+        },
+        Role::Request | Role::Join | Role::Leave | Role::Owner => match super::requests::accept(app, &m) {
+            Ok(done) => Ok(done.map_or(Processed::AlreadyDone, Processed::Request)),
+            Err(e) => failed(app, id, e),
+        },
         Role::Bounces { .. } => Ok(Processed::Waiting),
     }
+}
+
+/// A message the rules could not process: a database error is transient (it is processed again
+/// later); anything else is recorded `failed` and logged, so it does not come back at every round.
+fn failed(app: &Service, id: InboundId, e: super::MailingError) -> Result<Processed, super::MailingError> {
+    if let super::MailingError::Store(_) = e {
+        return Err(e);
+    }
+    tracing::error!(inbound = id.get(), error = %e, "a received message could not be processed");
+    let now = app.clock.now();
+    in_write(&*app.store, |tx| tx.finish_inbound(id, "failed", now))?;
+    Ok(Processed::Failed(e.to_string()))
 }
 
 /// Processes every message still `received` (at start: what a crash left between the store and
@@ -433,6 +451,7 @@ mod tests {
             Processed::Done(o) => o.as_str(),
             Processed::Request(o) => o.as_str(),
             Processed::Waiting => "waiting",
+            Processed::Failed(_) => "failed",
             Processed::AlreadyDone => "already",
         }
     }
