@@ -495,6 +495,12 @@ fn held_post_routes_refuse_bad_input_and_callers_out_of_reach() {
     let r = call(&w.app, "PATCH", NEWS, &[bearer(&w.admin)], Some(&json!({ "held_days": 30 })));
     assert_eq!(r.json()["data"]["held_days"], 30, "{}", r.body);
     assert_eq!(get(&w, &w.admin, NEWS).json()["data"]["held_days"], 30);
+    // An archived list sends nothing: approving is refused (409) and the post stays held.
+    let r = call(&w.app, "PATCH", NEWS, &[bearer(&w.admin)], Some(&json!({ "status": "archived" })));
+    assert_eq!(r.status, 200, "{}", r.body);
+    post(&w, &w.moderator, &format!("{one}/approve"), None).expect_error(409, "conflict");
+    assert_eq!(held_ids(&w), [id]);
+    assert!(events(&w.app.core, EventName::SendSubmitted).is_empty());
 }
 
 /// One LMTP transaction (RFC 2033) to `to` from `from`: the reply after the data.
