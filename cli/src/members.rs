@@ -110,6 +110,9 @@ pub struct ListPolicyArgs {
     /// From 1 to 1000.
     #[arg(long)]
     bounce_disable_score: Option<String>,
+    /// Days a held post waits for a moderator before it is discarded (1 to 365).
+    #[arg(long)]
+    held_days: Option<String>,
     /// daily or weekly.
     #[arg(long)]
     digest_frequency: Option<String>,
@@ -399,6 +402,7 @@ fn list_text(l: &MailingList) -> String {
         format!("subject tag    {}", cell(p.subject_tag.as_deref())),
         format!("digests        {}", p.digest_frequency.as_str()),
         format!("bounce score   {} disables", p.bounce_disable_score),
+        format!("held posts     {} days", p.held_days),
         format!("max message    {} KiB", p.max_message_kb),
         format!("dmarc          {}", p.dmarc_mitigation.as_str()),
     ]
@@ -469,6 +473,7 @@ pub fn list(config: &Config, cmd: ListCommand, json: bool) -> Result<(), CliErro
                 footer_html: a.footer_html.map(Some),
                 reply_to: wire("reply_to", a.reply_to.as_deref(), ReplyTo::parse, &ReplyTo::names())?,
                 bounce_disable_score: number("bounce_disable_score", a.bounce_disable_score.as_deref())?,
+                held_days: number("held_days", a.held_days.as_deref())?,
                 digest_frequency: wire(
                     "digest_frequency",
                     a.digest_frequency.as_deref(),

@@ -223,7 +223,8 @@ pub fn run(bound: Bound, shutdown: impl Future<Output = ()> + Send + 'static) ->
 
 /// Periodic chores of a running server: due digests are built every minute; expired
 /// Idempotency-Key records are deleted hourly (they answer nothing once expired; deleting keeps the
-/// registry the size of one day).
+/// registry the size of one day), and held posts past their list's `held_days` are discarded
+/// hourly (at start, then every hour).
 async fn housekeeping(app: Arc<mailing::Service>) {
     let mut every = tokio::time::interval(std::time::Duration::from_secs(60));
     let mut minutes: u64 = 0;
@@ -239,6 +240,13 @@ async fn housekeeping(app: Arc<mailing::Service>) {
             } else {
                 Ok(None)
             };
+            if purge {
+                match courrier_core::mailing::moderation::expire_held(&app) {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(posts = n, "held posts past their list's held_days discarded"),
+                    Err(e) => tracing::warn!(error = %e, "held post expiry failed"),
+                }
+            }
             (digests, purged)
         })
         .await;

@@ -419,6 +419,7 @@ pub const LIST_DETAIL: Schema = Schema(|| {
             "footer_html": nullable("string"),
             "reply_to": enum_of(&["list", "poster"]),
             "bounce_disable_score": { "type": "integer" },
+            "held_days": { "type": "integer", "minimum": 1, "maximum": 365 },
             "digest_frequency": enum_of(&["daily", "weekly"]),
             "max_message_kb": { "type": "integer" },
             "dmarc_mitigation": enum_of(&["munge_from", "none"]),
@@ -457,6 +458,7 @@ pub const LIST_PATCH: Schema = Schema(|| {
             "footer_html": text(8192, MULTI_LINE),
             "reply_to": opt(enum_of(&["list", "poster"])),
             "bounce_disable_score": opt(json!({ "type": "integer", "minimum": 1, "maximum": 1000 })),
+            "held_days": opt(json!({ "type": "integer", "minimum": 1, "maximum": 365 })),
             "digest_frequency": opt(enum_of(&["daily", "weekly"])),
             "max_message_kb": opt(json!({ "type": "integer", "minimum": 1, "maximum": 102400 })),
             "dmarc_mitigation": opt(enum_of(&["munge_from", "none"]))
@@ -759,3 +761,59 @@ pub const SUBSCRIPTION: Schema = Schema(|| {
 });
 pub const ME_SUBSCRIPTION_PATCH: Schema =
     Schema(|| closed(&["delivery_mode"], json!({ "delivery_mode": enum_of(DELIVERY_MODES) })));
+
+/// A subscription waiting for a moderator.
+pub const PENDING_SUBSCRIPTION: Schema = Schema(|| {
+    object(
+        &["id", "email", "display_name", "requested_at"],
+        json!({
+            "id": { "type": "integer" },
+            "email": { "type": "string" },
+            "display_name": nullable("string"),
+            "requested_at": { "type": "string", "format": "date-time" }
+        }),
+    )
+});
+
+fn held_message() -> Value {
+    object(
+        &["id", "from", "subject", "received_at", "reason", "size"],
+        json!({
+            "id": { "type": "integer" },
+            "from": nullable("string"),
+            "subject": { "type": "string" },
+            "received_at": { "type": "string", "format": "date-time" },
+            "reason": enum_of(&["not_member", "moderated", "owners_only", "suspended", "archived", "too_large"]),
+            "size": { "type": "integer", "minimum": 0 }
+        }),
+    )
+}
+/// A post held for a moderator, as listed.
+pub const HELD_MESSAGE: Schema = Schema(held_message);
+/// A held post as read: the listing's fields, its header fields and its first text part.
+pub const HELD_MESSAGE_DETAIL: Schema = Schema(|| {
+    with(
+        held_message(),
+        json!({
+            "headers": { "type": "object", "additionalProperties": { "type": "string" } },
+            "text": nullable("string")
+        }),
+    )
+});
+pub const HELD_APPROVED: Schema = Schema(|| {
+    object(
+        &["id", "decision", "send_id"],
+        json!({
+            "id": { "type": "integer" },
+            "decision": enum_of(&["approved"]),
+            "send_id": { "type": "integer" },
+            "recipients": { "type": "integer" }
+        }),
+    )
+});
+pub const HELD_DECIDED: Schema = Schema(|| {
+    object(&["id", "decision"], json!({ "id": { "type": "integer" }, "decision": enum_of(&["rejected", "discarded"]) }))
+});
+/// The optional body of a rejection.
+pub const HELD_REJECT: Schema =
+    Schema(|| closed(&[], json!({ "reason": opt(json!({ "type": "string", "maxLength": 4096 })) })));

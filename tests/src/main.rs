@@ -13,6 +13,7 @@ mod invoice_layouts;
 mod invoices;
 mod mail_in;
 mod members;
+mod moderation;
 mod ocr;
 mod ocr_clients;
 mod ocr_retention;

@@ -249,6 +249,8 @@ impl InboundState {
 pub enum Processed {
     /// Done; the outcome as recorded (`posted`, `held`, `duplicate`, `loop`, ...).
     Done(posts::Outcome),
+    /// A request (`L-request`, `L-join`, `L-leave`) or owner mail, done; the outcome as recorded.
+    Request(super::requests::Outcome),
     /// Its role's handler is not part of this pipeline yet: left `received`.
     Waiting,
     /// The rules could not process it (its list is gone, ...): recorded `failed` and logged, so
@@ -264,8 +266,9 @@ pub fn actor() -> (Principal, RequestCtx) {
     (Principal::operator(), RequestCtx { request_id: RequestId::internal("mail-in"), source: None })
 }
 
-/// Processes one stored message by its role. Posts go through [`posts::accept`]; the other
-/// roles (requests, joins, leaves, owner mail, bounces) are left `received` for their handlers.
+/// Processes one stored message by its role. Posts go through [`posts::accept`]; requests,
+/// joins, leaves and owner mail through [`super::requests::accept`]; bounces are left
+/// `received` for their handler.
 pub fn process(app: &Service, id: InboundId) -> Result<Processed, super::MailingError> {
     let Some(m) = in_read(&*app.store, |tx| tx.inbound_by_id(id))? else { return Ok(Processed::AlreadyDone) };
     if m.state == InboundState::Done {
@@ -273,18 +276,33 @@ pub fn process(app: &Service, id: InboundId) -> Result<Processed, super::Mailing
     }
     match m.role {
         Role::Post => match posts::accept(app, &m) {
-            Ok(done) => Ok(done.map_or(Processed::AlreadyDone, Processed::Done)),
-            // The database could not be used: transient, the message is processed again later.
-            Err(e @ super::MailingError::Store(_)) => Err(e),
-            Err(e) => {
-                tracing::error!(inbound = id.get(), error = %e, "a received post could not be processed");
-                let now = app.clock.now();
-                in_write(&*app.store, |tx| tx.finish_inbound(id, "failed", now))?;
-                Ok(Processed::Failed(e.to_string()))
+            Ok(done) => {
+                // A post just held: its list's owners and moderators are told, once it is committed.
+                if let Some(posts::Outcome::Held(held, _)) = &done {
+                    super::moderation::announce_held(app, m.list_id, *held);
+                }
+                Ok(done.map_or(Processed::AlreadyDone, Processed::Done))
             }
+            Err(e) => failed(app, id, e),
         },
-        Role::Request | Role::Join | Role::Leave | Role::Owner | Role::Bounces { .. } => Ok(Processed::Waiting),
+        Role::Request | Role::Join | Role::Leave | Role::Owner => match super::requests::accept(app, &m) {
+            Ok(done) => Ok(done.map_or(Processed::AlreadyDone, Processed::Request)),
+            Err(e) => failed(app, id, e),
+        },
+        Role::Bounces { .. } => Ok(Processed::Waiting),
     }
+}
+
+/// A message the rules could not process: a database error is transient (it is processed again
+/// later); anything else is recorded `failed` and logged, so it does not come back at every round.
+fn failed(app: &Service, id: InboundId, e: super::MailingError) -> Result<Processed, super::MailingError> {
+    if let super::MailingError::Store(_) = e {
+        return Err(e);
+    }
+    tracing::error!(inbound = id.get(), error = %e, "a received message could not be processed");
+    let now = app.clock.now();
+    in_write(&*app.store, |tx| tx.finish_inbound(id, "failed", now))?;
+    Ok(Processed::Failed(e.to_string()))
 }
 
 /// Processes every message still `received` (at start: what a crash left between the store and
@@ -302,7 +320,7 @@ pub fn process_after(app: &Service, cursor: &mut Option<InboundId>) -> Result<u6
         let ids = in_read(&*app.store, |tx| tx.inbound_waiting(*cursor, 100))?;
         let Some(last) = ids.last().copied() else { return Ok(n) };
         for id in ids {
-            if let Processed::Done(_) = process(app, id)? {
+            if let Processed::Done(_) | Processed::Request(_) = process(app, id)? {
                 n += 1;
             }
             *cursor = Some(id);
@@ -431,6 +449,7 @@ mod tests {
     fn outcome(p: &Processed) -> &'static str {
         match p {
             Processed::Done(o) => o.as_str(),
+            Processed::Request(o) => o.as_str(),
             Processed::Waiting => "waiting",
             Processed::Failed(_) => "failed",
             Processed::AlreadyDone => "already",
@@ -457,7 +476,11 @@ mod tests {
         assert!(matches!(resolve(&app, "nope@example.org"), Err(InboundError::UnknownAddress(_))));
         let r = resolve(&app, "news-request@example.org").unwrap();
         let id = store(&app, None, &[&r], b"Subject: help\r\n\r\n").unwrap().remove(0);
-        assert_eq!(process(&app, id).unwrap(), Processed::Waiting, "requests wait for their handler");
+        assert_eq!(
+            process(&app, id).unwrap(),
+            Processed::Request(crate::mailing::requests::Outcome::Robot),
+            "a request from the null sender is not answered"
+        );
     }
 
     #[test]

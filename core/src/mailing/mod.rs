@@ -21,8 +21,10 @@ pub mod lists;
 pub mod me;
 pub mod members;
 pub mod model;
+pub mod moderation;
 pub mod ports;
 pub mod posts;
+pub mod requests;
 pub mod sends;
 pub mod state;
 #[cfg(any(test, feature = "testing"))]

@@ -100,6 +100,8 @@ pub struct ListPolicies {
     pub footer_html: Option<String>,
     pub reply_to: ReplyTo,
     pub bounce_disable_score: u32,
+    /// A held post not decided within this many days is discarded.
+    pub held_days: u32,
     pub digest_frequency: DigestFrequency,
     pub max_message_kb: u32,
     pub dmarc_mitigation: DmarcMitigation,
@@ -120,6 +122,7 @@ impl ListPolicies {
             footer_html: None,
             reply_to: ReplyTo::List,
             bounce_disable_score: 5,
+            held_days: 14,
             digest_frequency: DigestFrequency::Daily,
             max_message_kb: 1024,
             dmarc_mitigation: DmarcMitigation::MungeFrom,

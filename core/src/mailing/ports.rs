@@ -13,7 +13,14 @@ use crate::storage::StoreError;
 
 /// One transaction of the mailing context. Dropped without `commit`, it rolls back.
 pub trait Tx:
-    crate::access::ports::Tx + MailingRepo + IdempotencyRepo + SendRepo + WebhookRepo + MeRepo + InboundRepo
+    crate::access::ports::Tx
+    + MailingRepo
+    + IdempotencyRepo
+    + SendRepo
+    + WebhookRepo
+    + MeRepo
+    + InboundRepo
+    + ModerationRepo
 {
 }
 
@@ -327,6 +334,32 @@ pub trait MeRepo {
         statuses: &[MemberStatus],
         page: Page,
     ) -> Result<Paged<SubscriptionRecord>, StoreError>;
+}
+
+/// The moderation queues: subscriptions waiting for a moderator, and who moderates a list.
+pub trait ModerationRepo {
+    /// The list's members `pending` with reason `moderation`, ordered by id.
+    fn pending_moderation(&mut self, list: ListId, page: Page) -> Result<Paged<Member>, StoreError>;
+    /// Members pending a moderator's decision over the given lists (every list when `None`).
+    fn count_pending_moderation(&mut self, lists: Option<&[ListId]>) -> Result<u64, StoreError>;
+    /// The addresses of the active accounts holding the `owner` or `moderator` role on the list,
+    /// each once, ordered.
+    fn list_moderators(
+        &mut self,
+        domain: &DomainName,
+        list: &crate::kernel::ListName,
+    ) -> Result<Vec<EmailAddress>, StoreError>;
+    fn set_held_days(&mut self, list: ListId, days: u32) -> Result<(), StoreError>;
+    /// Held posts over the given lists (every list when `None`).
+    fn count_held(&mut self, lists: Option<&[ListId]>) -> Result<u64, StoreError>;
+    /// Deletes the held posts received more than their list's `held_days` before `now`; which.
+    fn expire_held(&mut self, now: Timestamp) -> Result<Vec<(ListId, super::posts::HeldId)>, StoreError>;
+    /// The addresses of the active accounts holding the `owner` role on the list, ordered.
+    fn list_owners(
+        &mut self,
+        domain: &DomainName,
+        list: &crate::kernel::ListName,
+    ) -> Result<Vec<EmailAddress>, StoreError>;
 }
 
 /// A message received for a list address, as stored before the sender was told it was taken.

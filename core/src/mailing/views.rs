@@ -60,6 +60,7 @@ pub fn list_detail(l: &MailingList) -> Value {
         "footer_html": p.footer_html,
         "reply_to": p.reply_to.as_str(),
         "bounce_disable_score": p.bounce_disable_score,
+        "held_days": p.held_days,
         "digest_frequency": p.digest_frequency.as_str(),
         "max_message_kb": p.max_message_kb,
         "dmarc_mitigation": p.dmarc_mitigation.as_str(),
@@ -216,4 +217,48 @@ pub fn send_status(send: &super::model::SendRecord, counts: &super::model::CopyC
         "created_at": send.created_at.to_rfc3339(),
         "completed_at": send.completed_at.map(|t| t.to_rfc3339()),
     })
+}
+
+/// A subscription waiting for a moderator (`GET .../moderation/subscriptions`): when it began
+/// to wait is the member's last change.
+pub fn pending_subscription(m: &Member) -> Value {
+    json!({
+        "id": m.id.get(),
+        "email": m.email.to_string(),
+        "display_name": m.display_name,
+        "requested_at": time(Some(m.updated_at)),
+    })
+}
+
+/// A held post as listed (`GET .../moderation/messages`).
+pub fn held_message(h: &super::posts::HeldPost) -> Value {
+    json!({
+        "id": h.id.get(),
+        "from": h.from.as_deref().or(h.envelope_from.as_deref()),
+        "subject": h.subject.as_deref().unwrap_or(""),
+        "received_at": time(Some(h.received_at)),
+        "reason": h.reason.as_str(),
+        "size": h.size,
+    })
+}
+
+/// A held post as read (`GET .../moderation/messages/{id}`): the listing's fields, `headers`
+/// (an object: a repeated field's values joined by a line break) and `text`.
+pub fn held_message_detail(m: &super::moderation::HeldMessage) -> Value {
+    let mut v = held_message(&m.post);
+    let headers: serde_json::Map<String, Value> =
+        m.headers.iter().map(|(k, val)| (k.clone(), Value::String(val.clone()))).collect();
+    v["headers"] = Value::Object(headers);
+    v["text"] = json!(m.text);
+    v
+}
+
+/// An approved held post: the send it became.
+pub fn held_approved(id: super::posts::HeldId, s: &super::sends::Submitted) -> Value {
+    json!({ "id": id.get(), "decision": "approved", "send_id": s.send_id.get(), "recipients": s.recipients })
+}
+
+/// A held post rejected or discarded.
+pub fn held_decided(id: super::posts::HeldId, decision: &str) -> Value {
+    json!({ "id": id.get(), "decision": decision })
 }

@@ -97,6 +97,8 @@ pub(super) struct ListPatchBody {
     reply_to: Option<String>,
     #[serde(default, with = "crate::body::whole")]
     bounce_disable_score: Option<u32>,
+    #[serde(default, with = "crate::body::whole")]
+    held_days: Option<u32>,
     digest_frequency: Option<String>,
     #[serde(default, with = "crate::body::whole")]
     max_message_kb: Option<u32>,
@@ -121,6 +123,7 @@ pub(super) async fn update_list(
         footer_html: b.footer_html,
         reply_to: parse_enum("reply_to", b.reply_to, ReplyTo::parse, &ReplyTo::names())?,
         bounce_disable_score: b.bounce_disable_score,
+        held_days: b.held_days,
         digest_frequency: parse_enum(
             "digest_frequency",
             b.digest_frequency,

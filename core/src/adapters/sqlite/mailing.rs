@@ -40,7 +40,8 @@ fn domain_row(r: &Row<'_>) -> rusqlite::Result<Domain> {
 
 const LIST_COLUMNS: &str = "l.id, l.domain_id, d.name, l.name, l.display_name, l.kind, l.status, l.send_suspended,
     l.subscription_policy, l.posting_policy, l.subject_tag, l.footer_text, l.footer_html, l.reply_to,
-    l.bounce_disable_score, l.digest_frequency, l.max_message_kb, l.created_at, l.updated_at, l.dmarc_mitigation";
+    l.bounce_disable_score, l.digest_frequency, l.max_message_kb, l.created_at, l.updated_at, l.dmarc_mitigation,
+    l.held_days";
 
 fn list_row(r: &Row<'_>) -> rusqlite::Result<MailingList> {
     let domain: String = r.get(2)?;
@@ -65,6 +66,7 @@ fn list_row(r: &Row<'_>) -> rusqlite::Result<MailingList> {
             digest_frequency: parsed("digest frequency", &r.get::<_, String>(15)?, DigestFrequency::parse)?,
             max_message_kb: r.get(16)?,
             dmarc_mitigation: parsed("dmarc_mitigation", &r.get::<_, String>(19)?, DmarcMitigation::parse)?,
+            held_days: r.get(20)?,
         },
         created_at: Timestamp::from_unix_micros(r.get(17)?),
         updated_at: Timestamp::from_unix_micros(r.get(18)?),

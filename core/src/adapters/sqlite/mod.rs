@@ -15,6 +15,7 @@ mod lane;
 mod lease;
 mod mailing;
 mod migrations;
+mod moderation;
 mod ocr;
 mod outbox;
 mod search;
