@@ -216,3 +216,19 @@ pub fn send_status(send: &super::model::SendRecord, counts: &super::model::CopyC
         "completed_at": send.completed_at.map(|t| t.to_rfc3339()),
     })
 }
+
+/// A mail-account credential: never its password, sealed or not.
+pub fn credential(c: &super::credentials::MailCredential) -> Value {
+    json!({
+        "kind": c.kind.as_str(),
+        "host": c.host,
+        "port": c.port,
+        "security": c.security.as_str(),
+        "username": c.username,
+        "folder": c.folder,
+        "last_ok_at": time(c.last_ok_at),
+        "last_error": c.last_error,
+        "last_error_at": time(c.last_error_at),
+        "updated_at": c.updated_at.to_rfc3339(),
+    })
+}
