@@ -207,7 +207,9 @@ pub fn run(bound: Bound, shutdown: impl Future<Output = ()> + Send + 'static) ->
             bound.webhooks,
             bound.delivery_workers,
         );
-        let ingest = bound.intake.map(|intake| {
+        // Ingest pollers are workers: a server without delivery workers (`courrier worker`
+        // processes deliver) polls no mailbox either.
+        let ingest = bound.intake.filter(|_| bound.delivery_workers > 0).map(|intake| {
             crate::workers::start_ingest(Arc::clone(&bound.services.mailing), intake, Default::default())
         });
         let served = courrier_http::server::serve(listener, bound.router, bound.limits, shutdown).await;

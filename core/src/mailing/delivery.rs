@@ -454,6 +454,123 @@ mod tests {
         assert_eq!(events(&w.app, EventName::SendFailed), 1);
     }
 
+    /// Accounts whose every submission goes to one recording transport.
+    struct OneAccount(Arc<RecordingTransport>);
+
+    impl crate::mailing::accounts::MailAccounts for OneAccount {
+        fn check_imap(
+            &self,
+            _: &crate::mailing::accounts::Endpoint,
+            _: &crate::mailing::accounts::Login,
+            _: &str,
+        ) -> Result<(), crate::mailing::accounts::AccountError> {
+            Ok(())
+        }
+        fn check_smtp(
+            &self,
+            _: &crate::mailing::accounts::Endpoint,
+            _: &crate::mailing::accounts::Login,
+        ) -> Result<(), crate::mailing::accounts::AccountError> {
+            Ok(())
+        }
+        fn submission(
+            &self,
+            _: crate::mailing::accounts::Endpoint,
+            login: crate::mailing::accounts::Login,
+        ) -> Arc<dyn MailTransport> {
+            assert_eq!(login.password, "pw", "the password opened from the keyring");
+            Arc::clone(&self.0) as Arc<dyn MailTransport>
+        }
+        fn open_mailbox(
+            &self,
+            _: &crate::mailing::accounts::Endpoint,
+            _: &crate::mailing::accounts::Login,
+            _: &str,
+        ) -> Result<Box<dyn crate::mailing::accounts::Mailbox>, crate::mailing::accounts::AccountError> {
+            Err(crate::mailing::accounts::AccountError::Failed("no mailbox".into()))
+        }
+    }
+
+    #[test]
+    fn a_submission_account_answering_4xx_slows_its_list_only_and_loses_no_copy() {
+        let (mut w, _) = world(3);
+        let (p, ctx) = (Principal::operator(), RequestCtx::cli());
+        let d = DomainName::parse("example.org").unwrap();
+        // A second list, without an account: its copies go through the relay (`w.mail`).
+        let other = ListName::parse("other").unwrap();
+        let new_list = lists::NewList {
+            name: other.clone(),
+            display_name: "Other".into(),
+            owner: EmailAddress::parse("owner@example.org").unwrap(),
+            kind: None,
+            subscription_policy: Some(SubscriptionPolicy::Open),
+        };
+        lists::create(&w.app, &p, &ctx, &d, new_list).unwrap();
+        for i in 0..2 {
+            let req = AddMember {
+                email: EmailAddress::parse(&format!("o{i}@example.com")).unwrap(),
+                display_name: None,
+                delivery_mode: DeliveryMode::Regular,
+                force: false,
+                consent_source: None,
+                consent_evidence: None,
+                source_ip: None,
+            };
+            members::add(&w.app, &p, &ctx, None, &d, &other, req).unwrap();
+        }
+        let msg = sends::NewMessage { subject: "Other".into(), text: Some("x".into()), html: None };
+        sends::submit(&w.app, &p, &ctx, None, &d, &other, msg).unwrap();
+        w.mail.sent.lock().unwrap().clear();
+        // "news" has a submission account, which answers 451.
+        let account = Arc::new(RecordingTransport::default());
+        *account.fail_with.lock().unwrap() = Some(SendError::Temporary("451 4.7.0 rate limit".into()));
+        let keyring = crate::kernel::keyring::Keyring::parse("AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=").unwrap();
+        let news =
+            in_read(&*w.app.store, |tx| tx.list_by_name(&d, &ListName::parse("news").unwrap())).unwrap().unwrap();
+        let now = w.clock.now();
+        let cred = credentials::MailCredential {
+            list_id: news.id,
+            kind: CredentialKind::Submission,
+            host: "smtp.example.net".into(),
+            port: 587,
+            security: crate::mailing::accounts::Security::StartTls,
+            username: "news".into(),
+            password_sealed: keyring
+                .seal(b"pw", &crate::kernel::keyring::Keyring::binding(news.id.get(), "submission")),
+            folder: None,
+            last_ok_at: None,
+            last_error: None,
+            last_error_at: None,
+            created_at: now,
+            updated_at: now,
+        };
+        in_write(&*w.app.store, |tx| tx.upsert_credential(&cred)).unwrap();
+        w.app.credentials = credentials::Credentials::new(Some(keyring), Arc::new(OneAccount(Arc::clone(&account))));
+        let cfg = DeliveryConfig { retry_base_secs: 60, ..DeliveryConfig::default() };
+
+        let round = run_once(&w.app, &cfg).unwrap();
+        // One copy of "news" met the 451 and waits; its two others went back untried; the other
+        // list's two copies went out through the relay.
+        assert_eq!((round.claimed, round.deferred, round.sent), (5, 1, 2), "{round:?}");
+        assert_eq!(w.mail.sent.lock().unwrap().len(), 2, "the other list is not slowed");
+        assert!(w.mail.sent.lock().unwrap().iter().all(|m| m.recipients[0].to_string().ends_with("example.com")));
+        assert!(account.sent.lock().unwrap().is_empty());
+        // While the account rests, nothing of "news" is claimed, whatever is due.
+        w.clock.advance_secs(30);
+        assert_eq!(run_once(&w.app, &cfg).unwrap().claimed, 0);
+        // After the rest, the account takes mail again: every copy arrives, once, through it.
+        *account.fail_with.lock().unwrap() = None;
+        w.clock.advance_secs(31);
+        let mut sent = 0;
+        for _ in 0..5 {
+            sent += run_once(&w.app, &cfg).unwrap().sent;
+            w.clock.advance_secs(61);
+        }
+        assert_eq!(sent, 3);
+        assert_eq!(account.sent.lock().unwrap().len(), 3);
+        assert_eq!(w.mail.sent.lock().unwrap().len(), 2, "no copy of news left through the relay");
+    }
+
     #[test]
     fn backoff_doubles_from_the_base_and_stops_at_six_hours() {
         assert_eq!(backoff(30, 1), 30);
