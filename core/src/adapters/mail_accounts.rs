@@ -10,7 +10,7 @@
 use super::smtp::{AccountLink, SmtpConfig, SmtpTransport, check_account};
 use crate::egress::Host;
 use crate::kernel::MailTransport;
-use crate::mailing::accounts::{AccountError, Endpoint, Fetched, Login, MailAccounts, Mailbox, Security};
+use crate::mailing::accounts::{AccountError, Closer, Endpoint, Fetched, Login, MailAccounts, Mailbox, Security};
 use rustls::pki_types::ServerName;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -48,7 +48,11 @@ impl RustlsAccounts {
         })
     }
 
-    fn imap_session(&self, at: &Endpoint, login: &Login) -> Result<(imap::Session<TlsStream>, bool), AccountError> {
+    fn imap_session(
+        &self,
+        at: &Endpoint,
+        login: &Login,
+    ) -> Result<(imap::Session<TlsStream>, bool, TcpStream), AccountError> {
         let addr = (at.connect_to)().map_err(AccountError::Failed)?;
         let tcp = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)
             .map_err(|e| AccountError::Failed(format!("cannot connect to {}:{} ({addr}): {e}", at.host, at.port)))?;
@@ -56,6 +60,7 @@ impl RustlsAccounts {
         tcp.set_read_timeout(Some(IO_TIMEOUT)).map_err(setup)?;
         tcp.set_write_timeout(Some(IO_TIMEOUT)).map_err(setup)?;
         let _ = tcp.set_nodelay(true);
+        let handle = tcp.try_clone().map_err(setup)?;
         let client = match at.security {
             Security::Tls => {
                 let mut client = imap::Client::new(self.handshake(at, tcp)?);
@@ -82,7 +87,7 @@ impl RustlsAccounts {
         };
         let mut session = client.login(&login.username, &login.password).map_err(|(e, _)| imap_error(e))?;
         let idle = session.capabilities().map_err(imap_error)?.has_str("IDLE");
-        Ok((session, idle))
+        Ok((session, idle, handle))
     }
 
     fn handshake(&self, at: &Endpoint, mut tcp: TcpStream) -> Result<TlsStream, AccountError> {
@@ -173,7 +178,7 @@ impl imap::extensions::idle::SetReadTimeout for TlsStream {
 
 impl MailAccounts for RustlsAccounts {
     fn check_imap(&self, at: &Endpoint, login: &Login, folder: &str) -> Result<(), AccountError> {
-        let (mut session, _) = self.imap_session(at, login)?;
+        let (mut session, _, _) = self.imap_session(at, login)?;
         session.select(folder).map_err(imap_error)?;
         let _ = session.logout();
         Ok(())
@@ -191,10 +196,10 @@ impl MailAccounts for RustlsAccounts {
     }
 
     fn open_mailbox(&self, at: &Endpoint, login: &Login, folder: &str) -> Result<Box<dyn Mailbox>, AccountError> {
-        let (mut session, idle) = self.imap_session(at, login)?;
+        let (mut session, idle, handle) = self.imap_session(at, login)?;
         session.select(folder).map_err(imap_error)?;
         let uidplus = session.capabilities().map_err(imap_error)?.has_str("UIDPLUS");
-        Ok(Box::new(ImapMailbox { session, idle, uidplus }))
+        Ok(Box::new(ImapMailbox { session, idle, uidplus, handle }))
     }
 }
 
@@ -211,6 +216,8 @@ struct ImapMailbox {
     session: imap::Session<TlsStream>,
     idle: bool,
     uidplus: bool,
+    /// The same socket, to close it from another thread.
+    handle: TcpStream,
 }
 
 impl Mailbox for ImapMailbox {
@@ -248,5 +255,14 @@ impl Mailbox for ImapMailbox {
     fn idle(&mut self, max: Duration) -> Result<(), AccountError> {
         let outcome = self.session.idle().timeout(max).keepalive(false).wait_while(imap::extensions::idle::stop_on_any);
         outcome.map(|_| ()).map_err(imap_error)
+    }
+
+    fn closer(&self) -> Closer {
+        match self.handle.try_clone() {
+            Ok(tcp) => Box::new(move || {
+                let _ = tcp.shutdown(std::net::Shutdown::Both);
+            }),
+            Err(_) => Box::new(|| {}),
+        }
     }
 }

@@ -102,7 +102,12 @@ pub trait Mailbox: Send {
     fn can_idle(&self) -> bool;
     /// IDLE until the folder changes or `max` passes (only when [`Self::can_idle`]).
     fn idle(&mut self, max: Duration) -> Result<(), AccountError>;
+    /// Closes the connection from another thread (a stopping server ends an IDLE at once).
+    fn closer(&self) -> Closer;
 }
+
+/// Closes a session's connection; whatever it was waiting for then fails at once.
+pub type Closer = Box<dyn Fn() + Send + Sync>;
 
 /// The sessions with mail accounts.
 pub trait MailAccounts: Send + Sync {

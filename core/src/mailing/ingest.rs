@@ -9,12 +9,13 @@
 //! (`last_error`, `last_error_at`) and the poller waits, 30 s doubling up to an hour, before it
 //! tries again. A poller ends when its credential changes or goes (a new one takes over).
 
-use super::accounts::{AccountError, Fetched, Mailbox};
+use super::accounts::{AccountError, Closer, Fetched, Mailbox};
 use super::credentials::{self, CredentialKind, MailCredential};
 use super::model::MailingList;
 use super::{MailingError, Service};
 use crate::storage::{in_read, in_write};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// The mail-in pipeline, as the poller sees it: "hand this raw message to the list at this
@@ -22,6 +23,20 @@ use std::time::{Duration, Instant};
 /// committed; an error leaves the message in the mailbox for a later pass.
 pub trait MailIntake: Send + Sync {
     fn deliver(&self, list_address: &str, raw: &[u8]) -> Result<(), String>;
+}
+
+/// The mail-in pipeline itself ([`super::inbound::receive`]): the message is stored durably for
+/// the list's address before this returns (a post then goes through `posts`, a bounce is
+/// recognised by its content); a post over the list's size limit is held for a moderator, since
+/// its sender cannot be told "no" any more.
+pub struct MailIn(pub std::sync::Arc<Service>);
+
+impl MailIntake for MailIn {
+    fn deliver(&self, list_address: &str, raw: &[u8]) -> Result<(), String> {
+        super::inbound::receive(&self.0, None, list_address, raw, super::inbound::Oversize::Hold)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -116,26 +131,63 @@ fn record(app: &Service, cred: &MailCredential, error: Option<&str>) {
     }
 }
 
+/// Tells the pollers to stop, and closes their open sessions so that an IDLE ends at once.
+#[derive(Default)]
+pub struct Stop {
+    flag: AtomicBool,
+    next: AtomicU64,
+    sessions: Mutex<Vec<(u64, Closer)>>,
+}
+
+impl Stop {
+    pub fn stop(&self) {
+        self.flag.store(true, Ordering::Relaxed);
+        let sessions = std::mem::take(&mut *self.sessions.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+        for (_, close) in sessions {
+            close();
+        }
+    }
+
+    pub fn is_set(&self) -> bool {
+        self.flag.load(Ordering::Relaxed)
+    }
+
+    /// Keeps a session's closer while it is open; closes it at once when already stopping.
+    fn register(&self, close: Closer) -> u64 {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        self.sessions.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((id, close));
+        if self.is_set() {
+            self.stop();
+        }
+        id
+    }
+
+    fn unregister(&self, id: u64) {
+        self.sessions.lock().unwrap_or_else(std::sync::PoisonError::into_inner).retain(|(i, _)| *i != id);
+    }
+}
+
 /// Sleeps `d` in short slices; `false` when asked to stop meanwhile.
-fn rest(d: Duration, stop: &AtomicBool) -> bool {
+fn rest(d: Duration, stop: &Stop) -> bool {
     let until = Instant::now() + d;
     while Instant::now() < until {
-        if stop.load(Ordering::Relaxed) {
+        if stop.is_set() {
             return false;
         }
         std::thread::sleep(until.saturating_duration_since(Instant::now()).min(Duration::from_millis(200)));
     }
-    !stop.load(Ordering::Relaxed)
+    !stop.is_set()
 }
 
 /// The poller of one credential: runs until `stop`, or until its credential changed or went.
-pub fn poll(app: &Service, intake: &dyn MailIntake, cred: &MailCredential, cfg: &IngestConfig, stop: &AtomicBool) {
+pub fn poll(app: &Service, intake: &dyn MailIntake, cred: &MailCredential, cfg: &IngestConfig, stop: &Stop) {
     let mut failures: u32 = 0;
     let mut failing = false;
-    while !stop.load(Ordering::Relaxed) && still_current(app, cred) {
+    while !stop.is_set() && still_current(app, cred) {
         let result = session(app, intake, cred, cfg, stop, &mut failing);
         match result {
             Ok(()) => return,
+            Err(_) if stop.is_set() => return,
             Err(e) => {
                 let message = e.to_string();
                 tracing::warn!(list = cred.list_id.get(), error = %message, "ingest failed; retrying later");
@@ -159,7 +211,7 @@ fn session(
     intake: &dyn MailIntake,
     cred: &MailCredential,
     cfg: &IngestConfig,
-    stop: &AtomicBool,
+    stop: &Stop,
     failing: &mut bool,
 ) -> Result<(), IngestError> {
     let list = in_read(&*app.store, |tx| tx.list_by_id(cred.list_id))
@@ -175,12 +227,27 @@ fn session(
         record(app, cred, None);
         *failing = false;
     }
+    let registered = stop.register(mailbox.closer());
+    let result = watch(app, intake, cred, cfg, stop, &list, &mut *mailbox);
+    stop.unregister(registered);
+    result
+}
+
+fn watch(
+    app: &Service,
+    intake: &dyn MailIntake,
+    cred: &MailCredential,
+    cfg: &IngestConfig,
+    stop: &Stop,
+    list: &MailingList,
+    mailbox: &mut dyn Mailbox,
+) -> Result<(), IngestError> {
     loop {
-        let pass = drain(&mut *mailbox, intake, &list, cfg.max_message_bytes)?;
+        let pass = drain(mailbox, intake, list, cfg.max_message_bytes)?;
         if pass.delivered > 0 {
             tracing::info!(list = %list.address(), delivered = pass.delivered, "mail ingested");
         }
-        if stop.load(Ordering::Relaxed) || !still_current(app, cred) {
+        if stop.is_set() || !still_current(app, cred) {
             return Ok(());
         }
         if mailbox.can_idle() {
@@ -226,6 +293,9 @@ mod tests {
         }
         fn idle(&mut self, _: Duration) -> Result<(), AccountError> {
             Ok(())
+        }
+        fn closer(&self) -> Closer {
+            Box::new(|| {})
         }
     }
 

@@ -17,12 +17,14 @@ pub mod domains;
 pub mod export;
 pub mod idempotency;
 pub mod import;
+pub mod inbound;
 pub mod ingest;
 pub mod lists;
 pub mod me;
 pub mod members;
 pub mod model;
 pub mod ports;
+pub mod posts;
 pub mod sends;
 pub mod state;
 #[cfg(any(test, feature = "testing"))]
@@ -53,6 +55,8 @@ pub struct Service {
     pub dkim: Arc<dyn dkim::DkimKeyMaker>,
     /// Mail-account credentials: the keyring, the sessions with accounts, open submission transports.
     pub credentials: credentials::Credentials,
+    /// Mail in's process-wide state: the processing loop's wake-up, the DMARC policy cache.
+    pub mail_in: inbound::MailIn,
 }
 
 #[derive(Debug, thiserror::Error)]

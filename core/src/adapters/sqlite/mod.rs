@@ -10,6 +10,7 @@ mod audit;
 mod checkpoint;
 mod credentials;
 mod idempotency;
+mod inbound;
 mod invoices;
 mod lane;
 mod lease;
