@@ -10,7 +10,7 @@
 use super::smtp::{AccountLink, SmtpConfig, SmtpTransport, check_account};
 use crate::egress::Host;
 use crate::kernel::MailTransport;
-use crate::mailing::accounts::{AccountError, Closer, Endpoint, Fetched, Login, MailAccounts, Mailbox, Security};
+use crate::mailing::accounts::{AccountError, Closer, Endpoint, Listed, Login, MailAccounts, Mailbox, Security};
 use rustls::pki_types::ServerName;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -203,6 +203,11 @@ impl MailAccounts for RustlsAccounts {
     }
 }
 
+/// `1,5,9`: a UID set.
+fn uid_set(uids: &[u32]) -> String {
+    uids.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+}
+
 /// A transport for an account whose endpoint cannot be used (a host that is no TLS name).
 struct Broken(String);
 
@@ -221,27 +226,39 @@ struct ImapMailbox {
 }
 
 impl Mailbox for ImapMailbox {
-    fn uids(&mut self) -> Result<Vec<u32>, AccountError> {
-        let mut uids: Vec<u32> = self.session.uid_search("ALL").map_err(imap_error)?.into_iter().collect();
-        uids.sort_unstable();
-        Ok(uids)
+    fn list(&mut self) -> Result<Vec<Listed>, AccountError> {
+        // One command for all: `UID FETCH 1:* RFC822.SIZE` (an empty folder answers nothing).
+        let fetched = self.session.uid_fetch("1:*", "RFC822.SIZE").map_err(imap_error)?;
+        let mut listed: Vec<Listed> =
+            fetched.iter().filter_map(|f| Some(Listed { uid: f.uid?, size: u64::from(f.size.unwrap_or(0)) })).collect();
+        listed.sort_unstable_by_key(|l| l.uid);
+        listed.dedup_by_key(|l| l.uid);
+        Ok(listed)
     }
 
-    fn fetch(&mut self, uid: u32, max_bytes: usize) -> Result<Fetched, AccountError> {
-        let sizes = self.session.uid_fetch(uid.to_string(), "RFC822.SIZE").map_err(imap_error)?;
-        let Some(size) = sizes.iter().find(|f| f.uid == Some(uid)).map(|f| f.size) else { return Ok(Fetched::Gone) };
-        if let Some(size) = size.filter(|s| *s as usize > max_bytes) {
-            return Ok(Fetched::TooBig(u64::from(size)));
+    fn fetch(&mut self, uids: &[u32]) -> Result<Vec<(u32, Vec<u8>)>, AccountError> {
+        if uids.is_empty() {
+            return Ok(Vec::new());
         }
-        let fetched = self.session.uid_fetch(uid.to_string(), "BODY.PEEK[]").map_err(imap_error)?;
-        let body = fetched.iter().find(|f| f.uid == Some(uid)).and_then(|f| f.body()).map(<[u8]>::to_vec);
-        Ok(body.map_or(Fetched::Gone, Fetched::Message))
+        let fetched = self.session.uid_fetch(uid_set(uids), "BODY.PEEK[]").map_err(imap_error)?;
+        let mut found: Vec<(u32, Vec<u8>)> = fetched
+            .iter()
+            .filter_map(|f| Some((f.uid?, f.body()?.to_vec())))
+            .filter(|(uid, _)| uids.contains(uid))
+            .collect();
+        found.sort_by_key(|(uid, _)| *uid);
+        found.dedup_by_key(|(uid, _)| *uid);
+        Ok(found)
     }
 
-    fn delete(&mut self, uid: u32) -> Result<(), AccountError> {
-        self.session.uid_store(uid.to_string(), "+FLAGS.SILENT (\\Deleted)").map_err(imap_error)?;
+    fn delete(&mut self, uids: &[u32]) -> Result<(), AccountError> {
+        if uids.is_empty() {
+            return Ok(());
+        }
+        let set = uid_set(uids);
+        self.session.uid_store(&set, "+FLAGS.SILENT (\\Deleted)").map_err(imap_error)?;
         if self.uidplus {
-            self.session.uid_expunge(uid.to_string()).map_err(imap_error)?;
+            self.session.uid_expunge(&set).map_err(imap_error)?;
         } else {
             self.session.expunge().map_err(imap_error)?;
         }
