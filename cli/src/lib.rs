@@ -242,6 +242,10 @@ fn execute(cli: Cli) -> Result<(), CliError> {
         Command::CreateApiKey(cmd) => admin::create_api_key(&config, cmd, cli.json),
         Command::Worker => {
             let services = server::wire(&config, build_info())?;
+            // The ingest pollers are workers too (a server without delivery workers runs none).
+            let intake =
+                std::sync::Arc::new(courrier_core::mailing::ingest::MailIn(std::sync::Arc::clone(&services.mailing)));
+            let ingest = workers::start_ingest(std::sync::Arc::clone(&services.mailing), intake, Default::default());
             let workers = workers::start(
                 services.mailing,
                 server::delivery_config(&config),
@@ -252,6 +256,7 @@ fn execute(cli: Cli) -> Result<(), CliError> {
             let runtime =
                 tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(error::CliError::Serve)?;
             runtime.block_on(server::termination_signal());
+            ingest.stop();
             workers.stop();
             Ok(())
         }

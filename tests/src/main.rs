@@ -5,6 +5,7 @@
 mod access;
 mod cli;
 mod cli_admin;
+mod credentials;
 mod dns_check;
 mod einvoices;
 mod envelopes;
