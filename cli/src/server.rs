@@ -97,6 +97,7 @@ pub fn wire(config: &Config, build: BuildInfo) -> Result<Services, CliError> {
         egress,
         data_key,
         dkim: Arc::new(courrier_core::adapters::openssl_dkim::OpensslKeyMaker::default()),
+        mime: Arc::new(courrier_core::adapters::mime::MailParserReader),
     });
     let ocr = Arc::new(ocr::Service::new(Arc::clone(&access), store.clone(), clock, ocr_adapters));
     Ok(Services { access, mailing, ocr, database: store, build })

@@ -93,6 +93,7 @@ where
         egress,
         data_key: crate::kernel::sealed::DataKey::generate().1,
         dkim: Arc::new(NoDkimKeys),
+        mime: Arc::new(crate::adapters::mime::MailParserReader),
     }
 }
 

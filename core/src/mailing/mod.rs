@@ -5,6 +5,7 @@
 //! list it touches (404 out of reach, 403 without the permission, both audited) and commits its
 //! change with its audit entry and its lifecycle event in one transaction.
 
+pub mod bounces;
 pub mod compose;
 pub mod dashboard;
 pub mod delivery;
@@ -48,6 +49,8 @@ pub struct Service {
     pub data_key: crate::kernel::sealed::DataKey,
     /// Makes the domains' DKIM key pairs.
     pub dkim: Arc<dyn dkim::DkimKeyMaker>,
+    /// Reads received messages (bounces) into their parts.
+    pub mime: Arc<dyn bounces::MimeReader>,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -12,7 +12,10 @@ use crate::kernel::{Page, Paged};
 use crate::storage::StoreError;
 
 /// One transaction of the mailing context. Dropped without `commit`, it rolls back.
-pub trait Tx: crate::access::ports::Tx + MailingRepo + IdempotencyRepo + SendRepo + WebhookRepo + MeRepo {}
+pub trait Tx:
+    crate::access::ports::Tx + MailingRepo + IdempotencyRepo + SendRepo + WebhookRepo + MeRepo + BounceRepo
+{
+}
 
 /// The database as the mailing context sees it.
 pub type Store = dyn crate::storage::Store<dyn Tx>;
@@ -319,4 +322,36 @@ pub trait MeRepo {
         statuses: &[MemberStatus],
         page: Page,
     ) -> Result<Paged<SubscriptionRecord>, StoreError>;
+}
+
+/// A bounce to record.
+#[derive(Debug, Clone)]
+pub struct NewBounce<'a> {
+    pub list_id: ListId,
+    pub member_id: MemberId,
+    pub copy_id: Option<CopyId>,
+    pub permanence: super::model::Permanence,
+    pub source: super::model::BounceSource,
+    pub status_code: Option<&'a str>,
+    pub diagnostic: Option<&'a str>,
+    pub scored: bool,
+}
+
+/// Bounces: the copies they name, their record, the decay of scores, and who hears of the
+/// messages nobody recognised.
+pub trait BounceRepo {
+    fn copy_for_bounce(&mut self, id: CopyId) -> Result<Option<super::model::BouncedCopy>, StoreError>;
+    /// A delivered (or failed) copy becomes `bounced`; `false` when it was in another state.
+    fn mark_copy_bounced(&mut self, id: CopyId, error: &str, now: Timestamp) -> Result<bool, StoreError>;
+    fn insert_bounce(&mut self, b: &NewBounce<'_>, now: Timestamp) -> Result<(), StoreError>;
+    /// The member's bounces, newest first.
+    fn member_bounces(&mut self, member: MemberId, limit: u32) -> Result<Vec<super::model::BounceRecord>, StoreError>;
+    /// Active members whose last bounce is at or before `quiet_since` get their score back to 0;
+    /// how many.
+    fn decay_bounce_scores(&mut self, quiet_since: Timestamp, now: Timestamp) -> Result<u64, StoreError>;
+    /// The addresses of the list's owners (active accounts).
+    fn list_owner_emails(&mut self, list: &MailingList) -> Result<Vec<EmailAddress>, StoreError>;
+    /// Bounces recorded since `since` over the given lists (every list when `None`): (permanent,
+    /// temporary).
+    fn bounce_counts(&mut self, lists: Option<&[ListId]>, since: Timestamp) -> Result<(u64, u64), StoreError>;
 }
