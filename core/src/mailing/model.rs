@@ -301,6 +301,8 @@ pub struct Copy {
     pub member_id: MemberId,
     pub recipient: EmailAddress,
     pub attempts: u32,
+    /// When the copy was queued: the retry horizon counts from here.
+    pub created_at: Timestamp,
 }
 
 id_type!(

@@ -83,19 +83,28 @@ impl Verdict {
 pub fn recognise(m: &Parsed) -> Verdict {
     let parts = &m.parts[..m.parts.len().min(MAX_PARTS)];
     let mut dsn_failures = Vec::new();
-    let mut dsn_seen = false;
+    let mut delivered = false;
     for p in parts.iter().filter(|p| !p.returned && is_delivery_status(&p.content_type)) {
-        dsn_seen = true;
-        dsn_failures.extend(delivery_status(bounded(&p.text)).into_iter().filter_map(|r| r.failure()));
+        for block in delivery_status(bounded(&p.text)) {
+            delivered |= block.action.as_deref().is_some_and(|a| {
+                ["delivered", "relayed", "expanded"].iter().any(|ok| a.eq_ignore_ascii_case(ok))
+            });
+            dsn_failures.extend(block.failure());
+        }
     }
     if !dsn_failures.is_empty() {
         // A DSN whose blocks name no recipient still failed for the copy the token names.
         return Verdict::Bounce { dsn: true, failures: dsn_failures };
     }
-    if let Some(f) = plain_report(m, parts) {
-        return Verdict::Bounce { dsn: false, failures: f };
+    if delivered {
+        // A DSN of a delivery: its text part says so in words a failure report also uses.
+        return Verdict::NoFailure;
     }
-    if dsn_seen { Verdict::NoFailure } else { Verdict::Unrecognised }
+    // A DSN whose fields say nothing usable is read as the plain-text report it also is.
+    match plain_report(m, parts) {
+        Some(f) => Verdict::Bounce { dsn: false, failures: f },
+        None => Verdict::Unrecognised,
+    }
 }
 
 fn is_delivery_status(ct: &str) -> bool {
