@@ -212,6 +212,12 @@ async fn housekeeping(app: Arc<mailing::Service>) {
             } else {
                 Ok(None)
             };
+            // Bounce scores quiet for 7 days back to 0 (each bounce also applies it to its member).
+            match courrier_core::mailing::bounces::decay(&app) {
+                Ok(n) if n > 0 => tracing::info!(members = n, "bounce scores back to 0 after 7 quiet days"),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "bounce score decay failed"),
+            }
             (digests, purged)
         })
         .await;
