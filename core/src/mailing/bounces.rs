@@ -90,7 +90,8 @@ pub(super) fn record(
         if member.last_bounce_at.is_some_and(|t| t.plus_secs(DECAY_SECS) <= now) {
             member.bounce_score = 0;
         }
-        if member.last_bounce_at.is_none_or(|t| day(t) != day(now)) {
+        // At most one point a day; a score of 0 (re-enabled today) takes its first point anyway.
+        if member.bounce_score == 0 || member.last_bounce_at.is_none_or(|t| day(t) != day(now)) {
             member.bounce_score = member.bounce_score.saturating_add(1);
             scored = true;
         }
