@@ -555,7 +555,9 @@ pub fn member(config: &Config, cmd: MemberCommand, json: bool) -> Result<(), Cli
             let who = MemberRef::parse(member.trim())?;
             let app = services(config, crate::build_info())?.mailing;
             let m = member_ops::set_status(&app, &p, &ctx, &d, &l, &who, "active")?;
-            emit(json, &views::member(&m), || format!("{} is active on {l}@{d}, bounce score {}", m.email, m.bounce_score));
+            emit(json, &views::member(&m), || {
+                format!("{} is active on {l}@{d}, bounce score {}", m.email, m.bounce_score)
+            });
         }
         MemberCommand::List { list, status, delivery_mode, min_bounce_score, email_contains, page } => {
             let (d, l) = list.names()?;

@@ -285,7 +285,8 @@ fn an_unrecognised_message_at_the_bounce_address_is_forwarded_to_the_owners() {
     w.add("ann@example.net");
     w.send("Hello");
     let token = w.copy_token("ann@example.net", "Hello");
-    let reply = b"From: ann@example.net\r\nTo: news-bounces@example.org\r\nSubject: Re: Hello\r\n\r\nThanks, lovely post.\r\n";
+    let reply =
+        b"From: ann@example.net\r\nTo: news-bounces@example.org\r\nSubject: Re: Hello\r\n\r\nThanks, lovely post.\r\n";
     let got = bounces::receive(&w.app.core.mailing, w.list_id(), &token, reply).unwrap();
     assert_eq!(got, Received::Forwarded(1));
     let all = w.sink.wait_for(2, Duration::from_secs(20));

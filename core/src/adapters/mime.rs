@@ -20,8 +20,7 @@ impl MimeReader for MailParserReader {
             .and_then(|a| a.first())
             .map(|a| format!("{} <{}>", a.name().unwrap_or(""), a.address().unwrap_or("")))
             .unwrap_or_default();
-        let auto_submitted =
-            message.header_raw("Auto-Submitted").map(|v| v.trim().to_ascii_lowercase());
+        let auto_submitted = message.header_raw("Auto-Submitted").map(|v| v.trim().to_ascii_lowercase());
         let mut parsed =
             Parsed { from, subject: message.subject().unwrap_or("").to_owned(), auto_submitted, parts: Vec::new() };
         flatten(&message, false, 0, &mut parsed.parts);

@@ -11,9 +11,7 @@ pub mod recognise;
 use super::MailingError;
 use super::Service;
 use super::lists;
-use super::model::{
-    BounceSource, CopyId, ListId, MailingList, Member, MemberId, MemberStatus, Permanence,
-};
+use super::model::{BounceSource, CopyId, ListId, MailingList, Member, MemberId, MemberStatus, Permanence};
 use super::ports::{NewBounce, Tx};
 use super::state::{self, MemberState, Trigger};
 use super::views;

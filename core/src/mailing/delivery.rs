@@ -43,7 +43,13 @@ pub struct DeliveryConfig {
 
 impl Default for DeliveryConfig {
     fn default() -> Self {
-        Self { batch: 100, lease_secs: 300, retry_base_secs: 30, retry_horizon_secs: RETRY_HORIZON_SECS, domain_concurrency: 20 }
+        Self {
+            batch: 100,
+            lease_secs: 300,
+            retry_base_secs: 30,
+            retry_horizon_secs: RETRY_HORIZON_SECS,
+            domain_concurrency: 20,
+        }
     }
 }
 
@@ -137,7 +143,11 @@ pub fn run_once(app: &Service, cfg: &DeliveryConfig) -> Result<Round, MailingErr
                 (copy.id, CopyState::Bounced, None, Some(e), Some((copy.clone(), facts)))
             }
             Err(SendError::Temporary(e)) if at >= copy.created_at.plus_secs(cfg.retry_horizon_secs) => {
-                let why = format!("gave up after {} attempts over {} days: {e}", copy.attempts, cfg.retry_horizon_secs / 86_400);
+                let why = format!(
+                    "gave up after {} attempts over {} days: {e}",
+                    copy.attempts,
+                    cfg.retry_horizon_secs / 86_400
+                );
                 let facts = smtp_bounce(Permanence::Temporary, BounceSource::Expired, &why);
                 (copy.id, CopyState::Failed, None, Some(why), Some((copy.clone(), facts)))
             }
@@ -164,7 +174,8 @@ pub fn run_once(app: &Service, cfg: &DeliveryConfig) -> Result<Round, MailingErr
                     _ => round.failed += 1,
                 }
                 if let Some((copy, facts)) = bounce
-                    && let (Some(list), Some(mut member)) = (lists.get(&copy.list_id.get()), tx.find_member(copy.member_id)?)
+                    && let (Some(list), Some(mut member)) =
+                        (lists.get(&copy.list_id.get()), tx.find_member(copy.member_id)?)
                 {
                     let recorded = bounces::record(tx, list, &mut member, Some(copy.id), facts, done)?;
                     reenable.extend(recorded.reenable);
@@ -432,7 +443,8 @@ mod tests {
 
     fn member0(w: &World) -> crate::mailing::model::Member {
         in_read(&*w.app.store, |tx| {
-            let list = tx.list_by_name(&DomainName::parse("example.org").unwrap(), &ListName::parse("news").unwrap())?;
+            let list =
+                tx.list_by_name(&DomainName::parse("example.org").unwrap(), &ListName::parse("news").unwrap())?;
             tx.member_by_email(list.unwrap().id, &EmailAddress::parse("m0@example.net").unwrap())
         })
         .unwrap()
@@ -470,7 +482,8 @@ mod tests {
     #[test]
     fn a_5xx_of_the_receiving_server_bounces_the_copy_and_scores_its_member() {
         let (w, send) = world(1);
-        *w.mail.fail_with.lock().unwrap() = Some(SendError::Permanent("550 5.1.1 <m0@example.net>: no such user".into()));
+        *w.mail.fail_with.lock().unwrap() =
+            Some(SendError::Permanent("550 5.1.1 <m0@example.net>: no such user".into()));
         let round = run_once(&w.app, &DeliveryConfig::default()).unwrap();
         assert_eq!((round.sent, round.failed), (0, 1));
         let counts = in_read(&*w.app.store, |tx| tx.copy_counts(send)).unwrap();

@@ -109,9 +109,7 @@ impl BounceRepo for SqliteTx {
                 "SELECT u.email FROM roles r JOIN users u ON u.id = r.user_id
                  WHERE r.kind = 'owner' AND r.domain = ?1 AND r.list = ?2 AND u.status = 'active' ORDER BY u.id",
             )
-            .and_then(|mut st| {
-                st.query_map(params![list.domain.as_str(), list.name.as_str()], |r| r.get(0))?.collect()
-            })
+            .and_then(|mut st| st.query_map(params![list.domain.as_str(), list.name.as_str()], |r| r.get(0))?.collect())
             .map_err(map_err)?;
         Ok(rows.iter().filter_map(|e| EmailAddress::parse(e).ok()).collect())
     }

@@ -86,9 +86,10 @@ pub fn recognise(m: &Parsed) -> Verdict {
     let mut delivered = false;
     for p in parts.iter().filter(|p| !p.returned && is_delivery_status(&p.content_type)) {
         for block in delivery_status(bounded(&p.text)) {
-            delivered |= block.action.as_deref().is_some_and(|a| {
-                ["delivered", "relayed", "expanded"].iter().any(|ok| a.eq_ignore_ascii_case(ok))
-            });
+            delivered |= block
+                .action
+                .as_deref()
+                .is_some_and(|a| ["delivered", "relayed", "expanded"].iter().any(|ok| a.eq_ignore_ascii_case(ok)));
             dsn_failures.extend(block.failure());
         }
     }
@@ -194,7 +195,9 @@ fn delivery_status(text: &str) -> Vec<RecipientBlock> {
             "original-recipient" => current.original_recipient = address_of_field(&v),
             "action" => current.action = Some(v),
             "status" => current.status = STATUS.find(&v).map(|m| m.as_str().to_owned()).or(Some(v)),
-            "diagnostic-code" => current.diagnostic = Some(v.split_once(';').map_or(v.as_str(), |(_, d)| d).trim().to_owned()),
+            "diagnostic-code" => {
+                current.diagnostic = Some(v.split_once(';').map_or(v.as_str(), |(_, d)| d).trim().to_owned())
+            }
             _ => {}
         }
     }
@@ -210,9 +213,8 @@ fn address_of_field(v: &str) -> Option<String> {
 }
 
 static STATUS: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\b[245]\.\d{1,3}\.\d{1,3}\b").expect("status pattern"));
-static REPLY_CODE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?:^|[\s:(\[#])([45][0-5]\d)(?:[\s\-.]|$)").expect("reply code pattern")
-});
+static REPLY_CODE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?:^|[\s:(\[#])([45][0-5]\d)(?:[\s\-.]|$)").expect("reply code pattern"));
 static ADDRESS: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)+")
         .expect("address pattern")
@@ -359,9 +361,7 @@ const WARNINGS: &[&str] = &[
 /// Addresses that are the reporting system's own, not the failed recipient's.
 fn is_system_address(a: &str) -> bool {
     let l = a.to_ascii_lowercase();
-    ["mailer-daemon@", "postmaster@", "mail-daemon@", "-bounces", "-admin@", "-owner@"]
-        .iter()
-        .any(|s| l.contains(s))
+    ["mailer-daemon@", "postmaster@", "mail-daemon@", "-bounces", "-admin@", "-owner@"].iter().any(|s| l.contains(s))
 }
 
 /// A report in plain text (the MTAs' and the providers' formats).
@@ -451,7 +451,11 @@ fn plain_report(m: &Parsed, parts: &[Part]) -> Option<Vec<Failure>> {
         final_recipient: addr,
         diagnostic: Some(failed_line.clone()),
     };
-    Some(if addresses.is_empty() { vec![failure(None)] } else { addresses.into_iter().map(|a| failure(Some(a))).collect() })
+    Some(if addresses.is_empty() {
+        vec![failure(None)]
+    } else {
+        addresses.into_iter().map(|a| failure(Some(a))).collect()
+    })
 }
 
 fn has_code(line: &str) -> bool {
@@ -488,7 +492,11 @@ mod tests {
         assert_eq!(failures[0].diagnostic.as_deref(), Some("550 5.1.1 <ann@example.org>: Recipient address rejected"));
         assert_eq!(failures[1].permanence, Permanence::Temporary);
         assert_eq!(v.for_member("BOB@example.org").unwrap().status.as_deref(), Some("4.4.1"));
-        assert_eq!(v.for_member("carol@example.org").unwrap().permanence, Permanence::Permanent, "forwarded: the worst");
+        assert_eq!(
+            v.for_member("carol@example.org").unwrap().permanence,
+            Permanence::Permanent,
+            "forwarded: the worst"
+        );
     }
 
     #[test]
@@ -527,7 +535,11 @@ mod tests {
             from: "ann@example.org".into(),
             subject: "Re: your post".into(),
             auto_submitted: None,
-            parts: vec![Part { content_type: "text/plain".into(), text: "Thanks, see 550 pages.".into(), returned: false }],
+            parts: vec![Part {
+                content_type: "text/plain".into(),
+                text: "Thanks, see 550 pages.".into(),
+                returned: false,
+            }],
         };
         assert_eq!(recognise(&m), Verdict::Unrecognised);
     }
@@ -538,7 +550,11 @@ mod tests {
             from: "mailer-daemon@example.net".into(),
             subject: "hello".into(),
             auto_submitted: None,
-            parts: vec![Part { content_type: "text/plain".into(), text: "550 5.1.1 user unknown".into(), returned: true }],
+            parts: vec![Part {
+                content_type: "text/plain".into(),
+                text: "550 5.1.1 user unknown".into(),
+                returned: true,
+            }],
         };
         assert_eq!(recognise(&m), Verdict::Unrecognised);
     }

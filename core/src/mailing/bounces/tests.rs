@@ -28,9 +28,9 @@ fn cases() -> Vec<Case> {
                     "none" => None,
                     other => Some(Permanence::parse(other).expect("permanent, temporary or none")),
                 },
-                addresses: cols.get(3).map_or(Vec::new(), |a| {
-                    a.split(',').filter(|s| !s.is_empty()).map(str::to_owned).collect()
-                }),
+                addresses: cols
+                    .get(3)
+                    .map_or(Vec::new(), |a| a.split(',').filter(|s| !s.is_empty()).map(str::to_owned).collect()),
             }
         })
         .collect()
@@ -50,8 +50,11 @@ pub(crate) fn outcome(raw: &[u8], member: &str) -> Option<Permanence> {
 #[test]
 fn every_corpus_bounce_maps_to_its_member_and_permanence_or_is_a_listed_miss() {
     let misses_text = std::fs::read_to_string(corpus_dir().join("misses.txt")).unwrap();
-    let listed: Vec<&str> =
-        misses_text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()).map(|l| l.split_whitespace().next().unwrap()).collect();
+    let listed: Vec<&str> = misses_text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| l.split_whitespace().next().unwrap())
+        .collect();
     let mut wrong = Vec::new();
     let mut fixed = Vec::new();
     let (mut tune, mut tune_ok, mut held, mut held_ok) = (0, 0, 0, 0);
@@ -151,7 +154,9 @@ mod scoring {
         let sent: Vec<i64> = w.mail.sent.lock().unwrap()[before..]
             .iter()
             .filter_map(|m| m.envelope_from.as_ref())
-            .filter_map(|f| f.to_string().split_once('+').and_then(|(_, r)| r.split_once('@')).map(|(t, _)| t.to_owned()))
+            .filter_map(|f| {
+                f.to_string().split_once('+').and_then(|(_, r)| r.split_once('@')).map(|(t, _)| t.to_owned())
+            })
             .filter_map(|t| t.parse().ok())
             .collect();
         (send, sent)
