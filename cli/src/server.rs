@@ -98,6 +98,7 @@ pub fn wire(config: &Config, build: BuildInfo) -> Result<Services, CliError> {
         data_key,
         dkim: Arc::new(courrier_core::adapters::openssl_dkim::OpensslKeyMaker::default()),
         mime: Arc::new(courrier_core::adapters::mime::MailParserReader),
+        mail_in: Default::default(),
     });
     let ocr = Arc::new(ocr::Service::new(Arc::clone(&access), store.clone(), clock, ocr_adapters));
     Ok(Services { access, mailing, ocr, database: store, build })
@@ -121,6 +122,9 @@ pub struct Bound {
     webhooks: courrier_core::mailing::webhooks::WebhookConfig,
     delivery_workers: usize,
     limits: ServerLimits,
+    /// The LMTP socket (`COURRIER_LMTP_LISTEN`), unless `off`.
+    lmtp: Option<std::net::TcpListener>,
+    lmtp_limits: courrier_mail::LmtpLimits,
 }
 
 impl Bound {
@@ -131,6 +135,11 @@ impl Bound {
 
     pub fn local_addr(&self) -> SocketAddr {
         self.listener.local_addr().expect("a bound listener has an address")
+    }
+
+    /// The LMTP server's address, unless it is off.
+    pub fn lmtp_addr(&self) -> Option<SocketAddr> {
+        self.lmtp.as_ref().and_then(|l| l.local_addr().ok())
     }
 }
 
@@ -147,6 +156,11 @@ pub fn bind(config: &Config, build: BuildInfo) -> Result<Bound, CliError> {
     let limits = ServerLimits::default();
     let bind_err = |source| CliError::Bind { addr: config.listen.to_string(), source };
     let listener = courrier_http::server::listen(config.listen, limits.backlog()).map_err(bind_err)?;
+    let lmtp = config
+        .lmtp_listen
+        .map(|addr| courrier_mail::listen(addr).map_err(|source| CliError::Bind { addr: addr.to_string(), source }))
+        .transpose()?;
+    let lmtp_limits = courrier_mail::LmtpLimits { hostname: config.public_host().to_owned(), ..Default::default() };
     let mut state = courrier_http::AppState::new(
         Arc::clone(&services.access),
         Arc::clone(&services.mailing),
@@ -163,6 +177,8 @@ pub fn bind(config: &Config, build: BuildInfo) -> Result<Bound, CliError> {
         webhooks: webhook_config(config),
         delivery_workers: config.delivery_workers,
         limits,
+        lmtp,
+        lmtp_limits,
     })
 }
 
@@ -178,6 +194,15 @@ pub fn run(bound: Bound, shutdown: impl Future<Output = ()> + Send + 'static) ->
         let listener = tokio::net::TcpListener::from_std(bound.listener).map_err(CliError::Serve)?;
         tracing::info!(addr = %listener.local_addr().map_err(CliError::Serve)?, "listening");
         let housekeeping = tokio::spawn(housekeeping(Arc::clone(&bound.services.mailing)));
+        let lmtp = match bound.lmtp {
+            Some(l) => {
+                let l = tokio::net::TcpListener::from_std(l).map_err(CliError::Serve)?;
+                tracing::info!(addr = %l.local_addr().map_err(CliError::Serve)?, "LMTP listening");
+                let app = Arc::clone(&bound.services.mailing);
+                Some(tokio::spawn(courrier_mail::serve(l, app, bound.lmtp_limits, std::future::pending())))
+            }
+            None => None,
+        };
         let retention = tokio::spawn(retention_sweeps(Arc::clone(&bound.services.ocr)));
         let workers = crate::workers::start(
             Arc::clone(&bound.services.mailing),
@@ -188,6 +213,9 @@ pub fn run(bound: Bound, shutdown: impl Future<Output = ()> + Send + 'static) ->
         let served = courrier_http::server::serve(listener, bound.router, bound.limits, shutdown).await;
         housekeeping.abort();
         retention.abort();
+        if let Some(lmtp) = lmtp {
+            lmtp.abort();
+        }
         // Copies in flight finish their SMTP exchange; the rest stay queued for the next start.
         tokio::task::spawn_blocking(move || workers.stop()).await.ok();
         served.map_err(CliError::Serve)
@@ -276,6 +304,8 @@ pub async fn termination_signal() {
 /// A server running on a thread of its own (the integration tests' `TestApp`, embedders).
 pub struct Running {
     pub addr: SocketAddr,
+    /// The LMTP server's address, unless it is off.
+    pub lmtp_addr: Option<SocketAddr>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<Result<(), CliError>>>,
 }
@@ -303,6 +333,7 @@ impl Drop for Running {
 
 pub fn spawn(bound: Bound) -> Running {
     let addr = bound.local_addr();
+    let lmtp_addr = bound.lmtp_addr();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let thread = std::thread::Builder::new()
         .name("courrier-server".into())
@@ -312,7 +343,7 @@ pub fn spawn(bound: Bound) -> Running {
             })
         })
         .expect("cannot start the server thread");
-    Running { addr, stop: Some(stop), thread: Some(thread) }
+    Running { addr, lmtp_addr, stop: Some(stop), thread: Some(thread) }
 }
 
 /// The delivery settings of the configuration.

@@ -6,6 +6,7 @@
 
 use courrier_core::mailing::Service;
 use courrier_core::mailing::delivery::{self, DeliveryConfig};
+use courrier_core::mailing::inbound;
 use courrier_core::mailing::webhooks::{self, WebhookConfig};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,11 +16,12 @@ use std::time::Duration;
 const IDLE: Duration = Duration::from_millis(250);
 
 pub struct Workers {
+    app: Arc<Service>,
     stop: Arc<AtomicBool>,
     threads: Vec<std::thread::JoinHandle<()>>,
 }
 
-/// `n` delivery threads and, when `n > 0`, one webhook thread.
+/// `n` delivery threads and, when `n > 0`, one webhook thread and one thread processing mail in.
 pub fn start(app: Arc<Service>, cfg: DeliveryConfig, hooks: WebhookConfig, n: usize) -> Workers {
     let stop = Arc::new(AtomicBool::new(false));
     let mut threads: Vec<_> = (0..n)
@@ -32,6 +34,12 @@ pub fn start(app: Arc<Service>, cfg: DeliveryConfig, hooks: WebhookConfig, n: us
         })
         .collect();
     if n > 0 {
+        let (inbound_app, inbound_stop) = (Arc::clone(&app), Arc::clone(&stop));
+        let inbound_thread = std::thread::Builder::new()
+            .name("courrier-inbound".into())
+            .spawn(move || work_inbound(&inbound_app, &inbound_stop))
+            .expect("cannot start the inbound processing thread");
+        threads.push(inbound_thread);
         let (app, stop) = (Arc::clone(&app), Arc::clone(&stop));
         let hooks_thread = std::thread::Builder::new()
             .name("courrier-webhooks".into())
@@ -39,7 +47,7 @@ pub fn start(app: Arc<Service>, cfg: DeliveryConfig, hooks: WebhookConfig, n: us
             .expect("cannot start the webhook worker thread");
         threads.push(hooks_thread);
     }
-    Workers { stop, threads }
+    Workers { app, stop, threads }
 }
 
 fn work_webhooks(app: &Service, cfg: &WebhookConfig, stop: &AtomicBool) {
@@ -49,6 +57,24 @@ fn work_webhooks(app: &Service, cfg: &WebhookConfig, stop: &AtomicBool) {
             Ok(_) => std::thread::sleep(IDLE),
             Err(e) => {
                 tracing::warn!(error = %e, "webhook round failed");
+                std::thread::sleep(IDLE * 4);
+            }
+        }
+    }
+}
+
+/// Mail received and stored (LMTP, mailboxes) is processed here: at start everything a stop or
+/// a crash left unprocessed, then each message as the frontends ring, or within a second.
+fn work_inbound(app: &Service, stop: &AtomicBool) {
+    let mut cursor = None;
+    while !stop.load(Ordering::Relaxed) {
+        match inbound::process_after(app, &mut cursor) {
+            Ok(n) if n > 0 => tracing::debug!(messages = n, "inbound round"),
+            Ok(_) => {
+                app.mail_in.wakeup.wait(Duration::from_secs(1));
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "inbound processing failed");
                 std::thread::sleep(IDLE * 4);
             }
         }
@@ -75,6 +101,7 @@ impl Workers {
     /// Asks every worker to stop after its current round, and waits for them.
     pub fn stop(self) {
         self.stop.store(true, Ordering::Relaxed);
+        self.app.mail_in.wakeup.ring();
         for t in self.threads {
             let _ = t.join();
         }

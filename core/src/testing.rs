@@ -94,6 +94,7 @@ where
         data_key: crate::kernel::sealed::DataKey::generate().1,
         dkim: Arc::new(NoDkimKeys),
         mime: Arc::new(crate::adapters::mime::MailParserReader),
+        mail_in: Default::default(),
     }
 }
 

@@ -3,16 +3,16 @@
 //! one copy scores its member, at most once a day; the list's threshold disables the member, who
 //! then gets nothing of the next send; `member.bounced` reaches a webhook; the administrator
 //! re-enables (API and CLI), and so does the subscriber through the mailed link in a browser; a
-//! 5xx of the receiving server scores like a DSN. DSNs go in through `bounces::receive`, the
-//! entry point the LMTP pipeline calls for `L-bounces+<copy>@D`.
+//! 5xx of the receiving server scores like a DSN. DSNs arrive over LMTP at `news-bounces+<copy>@`
+//! as an MTA hands them over, and the mail-in pipeline gives them to `bounces::receive_inbound`.
 
 use crate::access::{bearer, call, make_key, make_list, make_user};
 use crate::members::events;
 use courrier_core::access::Perm;
 use courrier_core::access::model::{KeyScope, Role};
 use courrier_core::kernel::EventName;
-use courrier_core::mailing::bounces::{self, Received};
-use courrier_core::mailing::model::{ListId, SubscriptionPolicy};
+use courrier_core::mailing::model::SubscriptionPolicy;
+use courrier_core::storage::in_read;
 use courrier_tests::browser::{Browser, BrowserOptions};
 use courrier_tests::harness::{Resp, SmtpSink, TestApp, run_cli_in};
 use courrier_tests::peers::{DnsServer, Receiver};
@@ -105,15 +105,55 @@ impl World {
         }
     }
 
-    fn list_id(&self) -> ListId {
-        ListId::from_stored(self.get(NEWS)["id"].as_i64().unwrap())
+    /// A DSN delivered over LMTP to `news-bounces+{token}@example.org`, processed.
+    fn dsn(&self, token: &str, recipient: &str, action: &str, status: &str) {
+        self.lmtp(&format!("news-bounces+{token}@example.org"), &dsn(recipient, action, status));
     }
 
-    /// A DSN arriving at `news-bounces+{token}@example.org`, as the LMTP pipeline hands it over.
-    fn dsn(&self, token: &str, recipient: &str, action: &str, status: &str) -> Received {
-        bounces::receive(&self.app.core.mailing, self.list_id(), token, dsn(recipient, action, status).as_bytes())
-            .unwrap()
+    /// Delivers `message` over LMTP to `rcpt` (the null reverse-path, as bounces come) and waits
+    /// until the pipeline has processed it.
+    fn lmtp(&self, rcpt: &str, message: &str) {
+        let replies = lmtp_deliver(self.app.lmtp.expect("the LMTP server"), rcpt, message);
+        assert!(replies.starts_with("250"), "LMTP: {replies}");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !in_read(&*self.app.core.mailing.store, |tx| tx.inbound_waiting(None, 1)).unwrap().is_empty() {
+            assert!(Instant::now() < deadline, "the message was not processed");
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
+}
+
+/// One LMTP transaction (RFC 2033); the reply to the end of DATA.
+fn lmtp_deliver(addr: std::net::SocketAddr, rcpt: &str, message: &str) -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let stream = std::net::TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut out = stream.try_clone().unwrap();
+    let mut input = BufReader::new(stream);
+    let mut reply = || {
+        let mut all = String::new();
+        loop {
+            let mut line = String::new();
+            input.read_line(&mut line).unwrap();
+            all.push_str(&line);
+            if line.len() < 4 || line.as_bytes()[3] != b'-' {
+                return all;
+            }
+        }
+    };
+    assert!(reply().starts_with("220"));
+    for cmd in ["LHLO mx.example.net".to_owned(), "MAIL FROM:<>".to_owned(), format!("RCPT TO:<{rcpt}>")] {
+        write!(out, "{cmd}\r\n").unwrap();
+        let r = reply();
+        assert!(r.starts_with("250"), "{cmd}: {r}");
+    }
+    write!(out, "DATA\r\n").unwrap();
+    assert!(reply().starts_with("354"));
+    let body = message.replace("\r\n.", "\r\n..");
+    write!(out, "{body}\r\n.\r\n").unwrap();
+    let done = reply();
+    write!(out, "QUIT\r\n").unwrap();
+    done
 }
 
 fn dsn(recipient: &str, action: &str, status: &str) -> String {
@@ -148,8 +188,7 @@ fn a_dsn_for_one_copy_scores_its_member_once_a_day_and_member_bounced_reaches_a_
     let (_, recipients) = w.send("First");
     assert_eq!(recipients, 2);
     let token = w.copy_token("ann@example.net", "First");
-    let got = w.dsn(&token, "ann@example.net", "failed", "5.1.1");
-    assert!(matches!(got, Received::Recorded(_)), "{got:?}");
+    w.dsn(&token, "ann@example.net", "failed", "5.1.1");
     let ann = w.member("ann@example.net");
     assert_eq!((ann["bounce_score"].as_u64(), ann["status"].as_str()), (Some(1), Some("active")), "{ann}");
     assert!(ann["last_bounce_at"].is_string(), "{ann}");
@@ -286,12 +325,14 @@ fn an_unrecognised_message_at_the_bounce_address_is_forwarded_to_the_owners() {
     w.send("Hello");
     let token = w.copy_token("ann@example.net", "Hello");
     let reply =
-        b"From: ann@example.net\r\nTo: news-bounces@example.org\r\nSubject: Re: Hello\r\n\r\nThanks, lovely post.\r\n";
-    let got = bounces::receive(&w.app.core.mailing, w.list_id(), &token, reply).unwrap();
-    assert_eq!(got, Received::Forwarded(1));
-    let all = w.sink.wait_for(2, Duration::from_secs(20));
-    let fwd = all.iter().find(|m| m.contains("X-RcptTo: admin@example.org")).expect("the owner is told");
-    assert!(fwd.contains("Thanks, lovely post."), "{fwd}");
+        "From: ann@example.net\r\nTo: news-bounces@example.org\r\nSubject: Re: Hello\r\n\r\nThanks, lovely post.";
+    w.lmtp(&format!("news-bounces+{token}@example.org"), reply);
+    // A token naming no copy of this list is forwarded too, never dropped.
+    w.lmtp("news-bounces+999999@example.org", &dsn("ann@example.net", "failed", "5.1.1"));
+    let all = w.sink.wait_for(3, Duration::from_secs(20));
+    let fwd: Vec<&String> = all.iter().filter(|m| m.contains("X-RcptTo: admin@example.org")).collect();
+    assert_eq!(fwd.len(), 2, "the owner is told of each");
+    assert!(fwd.iter().any(|m| m.contains("Thanks, lovely post.")), "{fwd:?}");
     assert_eq!(w.member("ann@example.net")["bounce_score"], 0);
 }
 

@@ -165,6 +165,7 @@ fn wire(dir: &Path, https: Arc<RustlsHttps>) -> Result<mailing::Service, String>
         data_key: courrier_core::kernel::sealed::DataKey::generate().1,
         dkim: Arc::new(courrier_core::adapters::openssl_dkim::OpensslKeyMaker::default()),
         mime: Arc::new(courrier_core::adapters::mime::MailParserReader),
+        mail_in: Default::default(),
     })
 }
 

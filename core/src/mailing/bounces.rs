@@ -176,6 +176,27 @@ pub enum Received {
 /// A message delivered to `L-bounces+<token>@D` of list `list_id`: recognised and recorded for the
 /// member of the copy the token names, or forwarded to the list's owners.
 pub fn receive(app: &Service, list_id: ListId, token: &str, raw: &[u8]) -> Result<Received, MailingError> {
+    Ok(receive_marking(app, list_id, token, raw, None)?.unwrap_or(Received::NoFailure))
+}
+
+/// A message the LMTP pipeline stored for `L-bounces+<token>@D` (`inbound::Role::Bounces`):
+/// [`receive`]d, and marked done in the same transaction (outcome `bounce`, `no_failure` or
+/// `forwarded`). `None` when another process already handled it.
+pub fn receive_inbound(app: &Service, m: &super::inbound::InboundMessage) -> Result<Option<Received>, MailingError> {
+    let token = match &m.role {
+        super::inbound::Role::Bounces { token } => token.clone().unwrap_or_default(),
+        _ => String::new(),
+    };
+    receive_marking(app, m.list_id, &token, &m.raw, Some(m.id))
+}
+
+fn receive_marking(
+    app: &Service,
+    list_id: ListId,
+    token: &str,
+    raw: &[u8],
+    inbound: Option<super::inbound::InboundId>,
+) -> Result<Option<Received>, MailingError> {
     let now = app.clock.now();
     let parsed = app.mime.read(raw).unwrap_or_default();
     let verdict = recognise::recognise(&parsed);
@@ -190,38 +211,58 @@ pub fn receive(app: &Service, list_id: ListId, token: &str, raw: &[u8]) -> Resul
             Some(c) => tx.find_member(c.member_id)?,
             None => None,
         };
-        let (Some(copy), Some(mut member)) = (copy, member) else { return Ok((list, None)) };
-        match &verdict {
-            Verdict::NoFailure => Ok((list, Some(Received::NoFailure))),
-            Verdict::Unrecognised => Ok((list, None)),
-            Verdict::Bounce { dsn, failures: _ } => {
-                let Some(f) = verdict.for_member(&member.email.to_string()).cloned() else { return Ok((list, None)) };
-                let facts = BounceFacts {
-                    permanence: f.permanence,
-                    source: if *dsn { BounceSource::Dsn } else { BounceSource::Report },
-                    status_code: f.status,
-                    diagnostic: f.diagnostic.map(|d| d.chars().take(1000).collect()),
-                };
-                if f.permanence == Permanence::Permanent {
-                    let why = facts.diagnostic.as_deref().or(facts.status_code.as_deref()).unwrap_or("bounced");
-                    tx.mark_copy_bounced(copy.id, why, now)?;
+        let outcome = match (copy, member, &verdict) {
+            (Some(_), Some(_), Verdict::NoFailure) => Some(Received::NoFailure),
+            (Some(copy), Some(mut member), Verdict::Bounce { dsn, .. }) => {
+                match verdict.for_member(&member.email.to_string()).cloned() {
+                    Some(f) => {
+                        let facts = BounceFacts {
+                            permanence: f.permanence,
+                            source: if *dsn { BounceSource::Dsn } else { BounceSource::Report },
+                            status_code: f.status,
+                            diagnostic: f.diagnostic.map(|d| d.chars().take(1000).collect()),
+                        };
+                        if f.permanence == Permanence::Permanent {
+                            let why = facts.diagnostic.as_deref().or(facts.status_code.as_deref()).unwrap_or("bounced");
+                            tx.mark_copy_bounced(copy.id, why, now)?;
+                        }
+                        Some(Received::Recorded(record(tx, &list, &mut member, Some(copy.id), &facts, now)?))
+                    }
+                    None => None,
                 }
-                let recorded = record(tx, &list, &mut member, Some(copy.id), &facts, now)?;
-                Ok((list, Some(Received::Recorded(recorded))))
+            }
+            _ => None,
+        };
+        if let Some(id) = inbound {
+            let name = match &outcome {
+                Some(Received::Recorded(_)) => "bounce",
+                Some(Received::NoFailure) => "no_failure",
+                Some(Received::Forwarded(_)) | None => "forwarded",
+            };
+            // Another process took it meanwhile: everything above is undone.
+            if !tx.finish_inbound(id, name, now)? {
+                return Err(MailingError::Conflict(ALREADY_HANDLED.into()));
             }
         }
-    })?;
-    match done {
+        Ok((list, outcome))
+    });
+    let done = match done {
+        Err(MailingError::Conflict(why)) if why == ALREADY_HANDLED => return Ok(None),
+        other => other?,
+    };
+    Ok(Some(match done {
         (_, Some(Received::Recorded(r))) => {
             if let Some(mail) = &r.reenable {
                 send_reenable(app, mail, now);
             }
-            Ok(Received::Recorded(r))
+            Received::Recorded(r)
         }
-        (_, Some(other)) => Ok(other),
-        (list, None) => Ok(Received::Forwarded(forward_to_owners(app, &list, &parsed, raw, now)?)),
-    }
+        (_, Some(other)) => other,
+        (list, None) => Received::Forwarded(forward_to_owners(app, &list, &parsed, raw, now)?),
+    }))
 }
+
+const ALREADY_HANDLED: &str = "the message was already handled";
 
 /// Forwards an unrecognised message to the list's owners, as text (never silently dropped).
 fn forward_to_owners(

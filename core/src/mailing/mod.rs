@@ -16,11 +16,13 @@ pub mod domains;
 pub mod export;
 pub mod idempotency;
 pub mod import;
+pub mod inbound;
 pub mod lists;
 pub mod me;
 pub mod members;
 pub mod model;
 pub mod ports;
+pub mod posts;
 pub mod sends;
 pub mod state;
 #[cfg(any(test, feature = "testing"))]
@@ -51,6 +53,8 @@ pub struct Service {
     pub dkim: Arc<dyn dkim::DkimKeyMaker>,
     /// Reads received messages (bounces) into their parts.
     pub mime: Arc<dyn bounces::MimeReader>,
+    /// Mail in's process-wide state: the processing loop's wake-up, the DMARC policy cache.
+    pub mail_in: inbound::MailIn,
 }
 
 #[derive(Debug, thiserror::Error)]

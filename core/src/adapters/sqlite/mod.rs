@@ -10,6 +10,7 @@ mod audit;
 mod bounces;
 mod checkpoint;
 mod idempotency;
+mod inbound;
 mod invoices;
 mod lane;
 mod lease;
