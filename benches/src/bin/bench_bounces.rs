@@ -1,6 +1,7 @@
 //! `bench-bounces`: bounce handling (issue 21), each against a baseline in the same run.
 //!
-//! - `corpus`: the recognition rate on `fixtures/bounces/` (flufl.bounce's 117 test messages),
+//! - `corpus`: the recognition rate on `fixtures/bounces/` (the test messages of flufl.bounce,
+//!   bounced and baunsu),
 //!   beside GNU Mailman's own detector, `flufl.bounce` (from the Python venv), run on the same
 //!   files in the same run. Courrier is scored as it runs: the message sent back to a copy's VERP
 //!   address, so the member is the copy's and what counts is the right permanence (or "not a
@@ -114,29 +115,33 @@ struct Case {
     addresses: Vec<String>,
 }
 
+/// The corpus's sets (folders of `fixtures/bounces/`, each with its `expected.tsv`).
+const SETS: &[&str] = &["flufl", "bounced", "baunsu"];
+
 fn cases(dir: &Path) -> Result<Vec<Case>, String> {
-    let path = dir.join("flufl/expected.tsv");
-    let text = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    text.lines()
-        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-        .map(|l| {
+    let mut all = Vec::new();
+    for set in SETS {
+        let path = dir.join(set).join("expected.tsv");
+        let text = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        for l in text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
             let cols: Vec<&str> = l.split('\t').collect();
             let expected = match cols.get(2).copied() {
                 Some("none") => None,
                 Some(p) => Some(Permanence::parse(p).ok_or_else(|| format!("{l:?}: permanent, temporary or none"))?),
                 None => return Err(format!("{l:?}: too few columns")),
             };
-            Ok(Case {
-                file: cols[0].to_owned(),
+            all.push(Case {
+                file: format!("{set}/{}", cols[0]),
                 held: cols.get(1) == Some(&"held"),
                 expected,
                 addresses: cols
                     .get(3)
                     .map(|a| a.split(',').filter(|s| !s.is_empty()).map(str::to_owned).collect())
                     .unwrap_or_default(),
-            })
-        })
-        .collect()
+            });
+        }
+    }
+    Ok(all)
 }
 
 /// A contender's verdicts: right or not per file, and the misses' descriptions.
@@ -208,7 +213,7 @@ for path in sys.argv[1:]:
 
 fn corpus(opts: &Options) -> Result<String, String> {
     let cases = cases(&opts.corpus)?;
-    let files: Vec<PathBuf> = cases.iter().map(|c| opts.corpus.join("flufl").join(&c.file)).collect();
+    let files: Vec<PathBuf> = cases.iter().map(|c| opts.corpus.join(&c.file)).collect();
     let raws: Vec<Vec<u8>> = files
         .iter()
         .map(|p| std::fs::read(p).map_err(|e| format!("cannot read {}: {e}", p.display())))

@@ -41,7 +41,13 @@ fn flatten(message: &Message<'_>, returned: bool, depth: usize, out: &mut Vec<Pa
             PartType::Multipart(_) => continue,
             PartType::Message(inner) => {
                 if depth < MAX_DEPTH {
-                    flatten(inner, true, depth + 1, out);
+                    // A report wrapped whole by a gateway is still the report; anything else
+                    // nested is the returned original.
+                    let report = inner.root_part().content_type().is_some_and(|c| {
+                        c.ctype().eq_ignore_ascii_case("multipart")
+                            && c.subtype().is_some_and(|s| s.eq_ignore_ascii_case("report"))
+                    });
+                    flatten(inner, returned || !report, depth + 1, out);
                 }
                 continue;
             }

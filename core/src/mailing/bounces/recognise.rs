@@ -214,7 +214,7 @@ fn address_of_field(v: &str) -> Option<String> {
 
 static STATUS: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\b[245]\.\d{1,3}\.\d{1,3}\b").expect("status pattern"));
 static REPLY_CODE: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"(?:^|[\s:(\[#])([45][0-5]\d)(?:[\s\-.]|$)").expect("reply code pattern"));
+    LazyLock::new(|| Regex::new(r#"(?:^|[\s:(\[#"'])([45][0-5]\d)(?:[\s\-.]|$)"#).expect("reply code pattern"));
 static ADDRESS: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)+")
         .expect("address pattern")
@@ -251,6 +251,7 @@ const BOUNCE_SUBJECTS: &[&str] = &[
     "failed mail",
     "mail failed",
     "mail failure",
+    "undelivered",
 ];
 
 /// Lines that say a delivery failed for good, lowercased.
@@ -338,6 +339,14 @@ const FAILED: &[&str] = &[
     "overquota",
     "disk quota",
     "space not enough",
+    "recipients failed",
+    "not able to deliver",
+    "encountered an error",
+    "mail has been returned",
+    "error-for:",
+    "not been delivered",
+    "no longer valid",
+    "exceeding their quota",
 ];
 
 /// Lines that say a delivery is late and still tried: temporary. (A full mailbox the MTA gave up
@@ -427,7 +436,16 @@ fn plain_report(m: &Parsed, parts: &[Part]) -> Option<Vec<Failure>> {
             }
         }
     }
-    let failed_line = failed_line?;
+    // A mailer-daemon listing addresses in qmail's form (`<user@example.org>:`) without a reason
+    // we can read (a language we have no phrases of) is reporting failures all the same.
+    let failed_line = match failed_line {
+        Some(l) => l,
+        None if bounce_sender && !addresses.is_empty() => {
+            permanent_phrase = true;
+            "(the report gives no reason in a language we read)".to_owned()
+        }
+        None => return None,
+    };
     let bounce = bounce_sender || bounce_subject || permanent_phrase;
     if !bounce {
         return None;
