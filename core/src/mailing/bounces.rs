@@ -95,24 +95,24 @@ pub(super) fn record(
         }
         member.last_bounce_at = Some(now);
         let threshold = list.policies.bounce_disable_score;
-        if threshold > 0 && member.bounce_score >= threshold {
-            if let Ok(MemberState::Disabled) =
+        if threshold > 0
+            && member.bounce_score >= threshold
+            && let Ok(MemberState::Disabled) =
                 state::next(MemberState::of(member.status, member.pending_reason), Trigger::DisableForBounces)
-            {
-                member.status = MemberStatus::Disabled;
-                member.pending_reason = None;
-                member.disabled_reason = Some("bounces".into());
-                member.disabled_at = Some(now);
-                let token = secrets::random_token(32);
-                let hash = secrets::sha256_hex(token.as_bytes());
-                tx.insert_token(REENABLE, &hash, None, Some(member.id.get()), now, now.plus_secs(REENABLE_TTL_SECS))?;
-                reenable = Some(ReenableMail {
-                    to: member.email.clone(),
-                    list_address: list.address(),
-                    list_display_name: list.display_name.clone(),
-                    token,
-                });
-            }
+        {
+            member.status = MemberStatus::Disabled;
+            member.pending_reason = None;
+            member.disabled_reason = Some("bounces".into());
+            member.disabled_at = Some(now);
+            let token = secrets::random_token(32);
+            let hash = secrets::sha256_hex(token.as_bytes());
+            tx.insert_token(REENABLE, &hash, None, Some(member.id.get()), now, now.plus_secs(REENABLE_TTL_SECS))?;
+            reenable = Some(ReenableMail {
+                to: member.email.clone(),
+                list_address: list.address(),
+                list_display_name: list.display_name.clone(),
+                token,
+            });
         }
         tx.update_member(member, None, now)?;
     }
