@@ -207,6 +207,13 @@ pub enum MemberCommand {
         /// The member's id or address.
         member: String,
     },
+    /// Re-enable a member disabled by bounces (active again, bounce score 0); audited.
+    Enable {
+        #[command(flatten)]
+        list: ListArgs,
+        /// The member's id or address.
+        member: String,
+    },
     /// The members, by id, every filter applied.
     List {
         #[command(flatten)]
@@ -558,6 +565,15 @@ pub fn member(config: &Config, cmd: MemberCommand, json: bool) -> Result<(), Cli
             let app = services(config, crate::build_info())?.mailing;
             let m = member_ops::remove(&app, &p, &ctx, &d, &l, &who)?;
             emit(json, &views::member(&m), || format!("{} removed from {l}@{d}", m.email));
+        }
+        MemberCommand::Enable { list, member } => {
+            let (d, l) = list.names()?;
+            let who = MemberRef::parse(member.trim())?;
+            let app = services(config, crate::build_info())?.mailing;
+            let m = member_ops::set_status(&app, &p, &ctx, &d, &l, &who, "active")?;
+            emit(json, &views::member(&m), || {
+                format!("{} is active on {l}@{d}, bounce score {}", m.email, m.bounce_score)
+            });
         }
         MemberCommand::List { list, status, delivery_mode, min_bounce_score, email_contains, page } => {
             let (d, l) = list.names()?;

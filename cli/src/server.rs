@@ -108,6 +108,7 @@ pub fn wire(config: &Config, build: BuildInfo) -> Result<Services, CliError> {
             keyring,
             Arc::new(courrier_core::adapters::mail_accounts::RustlsAccounts::new(tls)),
         ),
+        mime: Arc::new(courrier_core::adapters::mime::MailParserReader),
         mail_in: Default::default(),
     });
     let ocr = Arc::new(ocr::Service::new(Arc::clone(&access), store.clone(), clock, ocr_adapters));
@@ -278,6 +279,12 @@ async fn housekeeping(app: Arc<mailing::Service>) {
                     Ok(n) => tracing::info!(posts = n, "held posts past their list's held_days discarded"),
                     Err(e) => tracing::warn!(error = %e, "held post expiry failed"),
                 }
+            }
+            // Bounce scores quiet for 7 days back to 0 (each bounce also applies it to its member).
+            match courrier_core::mailing::bounces::decay(&app) {
+                Ok(n) if n > 0 => tracing::info!(members = n, "bounce scores back to 0 after 7 quiet days"),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "bounce score decay failed"),
             }
             (digests, purged)
         })

@@ -497,6 +497,8 @@ pub const MEMBER_ADD: Schema = Schema(|| {
         }),
     )
 });
+/// `PATCH .../members/{member}`: an administrator re-enables a member disabled by bounces.
+pub const MEMBER_PATCH: Schema = Schema(|| closed(&["status"], json!({ "status": enum_of(&["active"]) })));
 pub const MEMBER_ADDED: Schema = Schema(|| {
     object(
         &["status", "member_id"],
@@ -531,7 +533,12 @@ pub const DASHBOARD: Schema = Schema(|| {
             "members": { "type": "object" },
             "sends_in_flight": { "type": "integer" },
             "held_messages": { "type": "integer" },
-            "pending_subscriptions": { "type": "integer" }
+            "pending_subscriptions": { "type": "integer" },
+            "bounces_last_7_days": {
+                "type": "object",
+                "required": ["permanent", "temporary"],
+                "properties": { "permanent": { "type": "integer" }, "temporary": { "type": "integer" } }
+            }
         }),
     )
 });

@@ -3,6 +3,7 @@
 //! otherwise.
 
 mod access;
+mod bounces;
 mod cli;
 mod cli_admin;
 mod credentials;

@@ -21,6 +21,8 @@ pub struct Dashboard {
     /// Subscriptions waiting for a moderator (the moderation queue; those waiting for their own
     /// confirmation are in `members.pending`).
     pub pending_subscriptions: u64,
+    /// Bounces recorded over the last 7 days: (permanent, temporary).
+    pub bounces_7d: (u64, u64),
 }
 
 fn require_read(p: &Principal) -> Result<(), MailingError> {
@@ -102,6 +104,14 @@ pub fn dashboard(app: &Service, p: &Principal) -> Result<Dashboard, MailingError
             0
         } else {
             tx.open_sends(Some(&list_ids))?
+        };
+        let week_ago = app.clock.now().plus_secs(-super::bounces::DECAY_SECS);
+        out.bounces_7d = if everything {
+            tx.bounce_counts(None, week_ago)?
+        } else if list_ids.is_empty() {
+            (0, 0)
+        } else {
+            tx.bounce_counts(Some(&list_ids), week_ago)?
         };
         Ok(out)
     })

@@ -251,6 +251,8 @@ pub enum Processed {
     Done(posts::Outcome),
     /// A request (`L-request`, `L-join`, `L-leave`) or owner mail, done; the outcome as recorded.
     Request(super::requests::Outcome),
+    /// A message at a bounce address, recognised and recorded, or forwarded to the owners.
+    Bounce(super::bounces::Received),
     /// Its role's handler is not part of this pipeline yet: left `received`.
     Waiting,
     /// The rules could not process it (its list is gone, ...): recorded `failed` and logged, so
@@ -289,7 +291,10 @@ pub fn process(app: &Service, id: InboundId) -> Result<Processed, super::Mailing
             Ok(done) => Ok(done.map_or(Processed::AlreadyDone, Processed::Request)),
             Err(e) => failed(app, id, e),
         },
-        Role::Bounces { .. } => Ok(Processed::Waiting),
+        Role::Bounces { .. } => match super::bounces::receive_inbound(app, &m) {
+            Ok(done) => Ok(done.map_or(Processed::AlreadyDone, Processed::Bounce)),
+            Err(e) => failed(app, id, e),
+        },
     }
 }
 
@@ -320,7 +325,7 @@ pub fn process_after(app: &Service, cursor: &mut Option<InboundId>) -> Result<u6
         let ids = in_read(&*app.store, |tx| tx.inbound_waiting(*cursor, 100))?;
         let Some(last) = ids.last().copied() else { return Ok(n) };
         for id in ids {
-            if let Processed::Done(_) | Processed::Request(_) = process(app, id)? {
+            if let Processed::Done(_) | Processed::Request(_) | Processed::Bounce(_) = process(app, id)? {
                 n += 1;
             }
             *cursor = Some(id);
@@ -450,6 +455,7 @@ mod tests {
         match p {
             Processed::Done(o) => o.as_str(),
             Processed::Request(o) => o.as_str(),
+            Processed::Bounce(_) => "bounce",
             Processed::Waiting => "waiting",
             Processed::Failed(_) => "failed",
             Processed::AlreadyDone => "already",

@@ -311,6 +311,8 @@ pub struct Copy {
     pub member_id: MemberId,
     pub recipient: EmailAddress,
     pub attempts: u32,
+    /// When the copy was queued: the retry horizon counts from here.
+    pub created_at: Timestamp,
 }
 
 id_type!(
@@ -367,4 +369,50 @@ pub struct Delivery {
     /// Attempts so far, this one included.
     pub attempts: u32,
     pub created_at: Timestamp,
+}
+
+wire_enum!(
+    /// How serious a bounce is: `permanent` scores, `temporary` (a delay, a 4.x.x, a full mailbox)
+    /// is recorded only.
+    Permanence { Temporary = "temporary", Permanent = "permanent" }
+);
+
+impl Permanence {
+    /// Permanent before temporary, to pick the most serious of several failures.
+    pub fn rank(self) -> u8 {
+        match self {
+            Permanence::Temporary => 0,
+            Permanence::Permanent => 1,
+        }
+    }
+}
+
+wire_enum!(
+    /// Where a bounce came from: a DSN or a recognised report at the copy's VERP address, the
+    /// receiving server's 5xx during delivery, or a copy deferred past the retry horizon.
+    BounceSource { Dsn = "dsn", Report = "report", Smtp = "smtp", Expired = "expired" }
+);
+
+/// A copy a bounce names (by its VERP token).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BouncedCopy {
+    pub id: CopyId,
+    pub send_id: SendId,
+    pub list_id: ListId,
+    pub member_id: MemberId,
+    pub state: CopyState,
+}
+
+/// A bounce as recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BounceRecord {
+    pub member_id: MemberId,
+    pub copy_id: Option<CopyId>,
+    pub permanence: Permanence,
+    pub source: BounceSource,
+    pub status_code: Option<String>,
+    pub diagnostic: Option<String>,
+    /// Whether it added to the member's score.
+    pub scored: bool,
+    pub at: Timestamp,
 }

@@ -23,6 +23,7 @@ pub trait Tx:
     + InboundRepo
     + ModerationRepo
     + CredentialRepo
+    + BounceRepo
 {
 }
 
@@ -446,4 +447,36 @@ pub trait InboundRepo {
     fn held_posts(&mut self, list: ListId, page: Page) -> Result<Paged<super::posts::HeldPost>, StoreError>;
     /// Deletes a held post; `false` when it was already gone (decided by someone else).
     fn delete_held(&mut self, list: ListId, id: super::posts::HeldId) -> Result<bool, StoreError>;
+}
+
+/// A bounce to record.
+#[derive(Debug, Clone)]
+pub struct NewBounce<'a> {
+    pub list_id: ListId,
+    pub member_id: MemberId,
+    pub copy_id: Option<CopyId>,
+    pub permanence: super::model::Permanence,
+    pub source: super::model::BounceSource,
+    pub status_code: Option<&'a str>,
+    pub diagnostic: Option<&'a str>,
+    pub scored: bool,
+}
+
+/// Bounces: the copies they name, their record, the decay of scores, and who hears of the
+/// messages nobody recognised.
+pub trait BounceRepo {
+    fn copy_for_bounce(&mut self, id: CopyId) -> Result<Option<super::model::BouncedCopy>, StoreError>;
+    /// A delivered (or failed) copy becomes `bounced`; `false` when it was in another state.
+    fn mark_copy_bounced(&mut self, id: CopyId, error: &str, now: Timestamp) -> Result<bool, StoreError>;
+    fn insert_bounce(&mut self, b: &NewBounce<'_>, now: Timestamp) -> Result<(), StoreError>;
+    /// The member's bounces, newest first.
+    fn member_bounces(&mut self, member: MemberId, limit: u32) -> Result<Vec<super::model::BounceRecord>, StoreError>;
+    /// Active members whose last bounce is at or before `quiet_since` get their score back to 0;
+    /// how many.
+    fn decay_bounce_scores(&mut self, quiet_since: Timestamp, now: Timestamp) -> Result<u64, StoreError>;
+    /// The addresses of the list's owners (active accounts).
+    fn list_owner_emails(&mut self, list: &MailingList) -> Result<Vec<EmailAddress>, StoreError>;
+    /// Bounces recorded since `since` over the given lists (every list when `None`): (permanent,
+    /// temporary).
+    fn bounce_counts(&mut self, lists: Option<&[ListId]>, since: Timestamp) -> Result<(u64, u64), StoreError>;
 }

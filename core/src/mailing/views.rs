@@ -142,6 +142,7 @@ pub fn dashboard(d: &Dashboard) -> Value {
         "sends_in_flight": d.sends_in_flight,
         "held_messages": d.held_messages,
         "pending_subscriptions": d.pending_subscriptions,
+        "bounces_last_7_days": { "permanent": d.bounces_7d.0, "temporary": d.bounces_7d.1 },
     })
 }
 
