@@ -2,6 +2,7 @@
 //! contract's envelopes. No domain rule lives here.
 
 mod access;
+mod admin;
 pub mod auth;
 pub mod blocking;
 pub mod body;
@@ -103,10 +104,10 @@ pub fn router_of(state: AppState, table: impl Iterator<Item = &'static Route>) -
         .with_state(state)
 }
 
-/// An unknown path: under `/p/` (the pages for people) the HTML 404 page in the reader's
+/// An unknown path: under `/p/` and `/admin/` (the pages for people) the HTML 404 page in the reader's
 /// language, elsewhere the API's JSON error.
 async fn no_such_route(uri: http::Uri, headers: http::HeaderMap) -> Response {
-    if uri.path().starts_with("/p/") {
+    if uri.path().starts_with("/p/") || uri.path().starts_with("/admin/") {
         return mailing::layout::not_found(mailing::layout::Lang::of(&headers));
     }
     ApiError::new(Code::NotFound, "no such route").into_response()

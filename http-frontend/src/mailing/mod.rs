@@ -3,7 +3,7 @@
 
 mod dashboard;
 mod domains;
-mod export;
+pub(crate) mod export;
 mod idempotency;
 mod import;
 pub(crate) mod layout;
