@@ -3,6 +3,8 @@
 //! otherwise.
 
 mod access;
+mod admin_browser;
+mod admin_pages;
 mod cli;
 mod cli_admin;
 mod dns_check;

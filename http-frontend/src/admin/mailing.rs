@@ -96,11 +96,23 @@ fn number(form: &Form, field: &str) -> Result<Option<u32>, ApiError> {
 
 /// A labelled drop-down of a wire enum's names.
 fn options(id: &str, label: &str, names: &[&'static str], current: Option<&str>, blank: Option<&str>) -> Markup {
+    options_as(id, id, label, names, current, blank)
+}
+
+/// [`options`] with a name other than its id (two forms of a page sending the same field).
+fn options_as(
+    id: &str,
+    name: &str,
+    label: &str,
+    names: &[&'static str],
+    current: Option<&str>,
+    blank: Option<&str>,
+) -> Markup {
     html! {
         label for=(id) { (label) }
         // (The attributes on their own line: the tidy test reads "select " as SQL.)
         select
-            id=(id) name=(id) {
+            id=(id) name=(name) {
             @if let Some(b) = blank { option value="" selected[current.is_none()] { (b) } }
             @for n in names { option value=(n) selected[current == Some(*n)] { (n) } }
         }
@@ -297,7 +309,8 @@ async fn domain_change(State(state): State<AppState>, Path(domain): Path<String>
             domain_of(&domain)?,
             domains::DomainPatch {
                 status: choice(&f, "status", DomainStatus::parse)?,
-                dkim_selector: Some(f.get("dkim_selector")),
+                // Absent: unchanged; blank: no selector.
+                dkim_selector: f.raw("dkim_selector").map(|v| Some(v.trim().to_owned()).filter(|v| !v.is_empty())),
                 default_subscription_policy: choice(&f, "default_subscription_policy", SubscriptionPolicy::parse)?,
             },
         ))
@@ -539,7 +552,7 @@ async fn members_page(
         &format!("{} · {}", a.t("Members", "Membres"), l.as_str()),
         html! {
             p { a href=(here) { (a.t("Back to the list", "Retour à la liste")) } " · " a href=(export) { (a.t("Export as CSV", "Exporter en CSV")) } }
-            form method="get" action=(format!("{here}/members")) role="search" {
+            form id="search" method="get" action=(format!("{here}/members")) role="search" {
                 div class="row" {
                     div { (text_field("email_contains", a.t("Address contains", "L'adresse contient"), filter.email_contains.as_deref().unwrap_or(""), "search", false)) }
                     div { (options("status", a.t("Status", "État"), &MemberStatus::names(), filter.status.map(|s| s.as_str()), Some(a.t("any", "tous")))) }
@@ -566,18 +579,18 @@ async fn members_page(
             (super::pager(a.lang, &base, offset, MEMBERS_PER_PAGE, found.total))
             @if write {
                 h2 { (a.t("Add a member", "Ajouter un membre")) }
-                form method="post" action=(format!("{here}/members")) {
+                form id="add-member" method="post" action=(format!("{here}/members")) {
                     (a.csrf_field())
                     (text_field("email", a.t("Address", "Adresse"), "", "email", true))
                     (text_field("name", a.t("Name (optional)", "Nom (facultatif)"), "", "text", false))
-                    (options("delivery_mode", a.t("Delivery", "Réception"), &DeliveryMode::names(), Some("regular"), None))
+                    (options_as("add_delivery_mode", "delivery_mode", a.t("Delivery", "Réception"), &DeliveryMode::names(), Some("regular"), None))
                     (text_field("consent_source", a.t("Consent: where it was given", "Consentement : où il a été donné"), "", "text", false))
                     (text_field("consent_evidence", a.t("Consent: evidence", "Consentement : preuve"), "", "text", false))
                     label { input type="checkbox" name="force" value="1"; " " (a.t("Add as active without a confirmation mail (consent evidence required)", "Ajouter actif sans mail de confirmation (preuve de consentement requise)")) }
                     button type="submit" { (a.t("Add", "Ajouter")) }
                 }
                 h2 { (a.t("Import a CSV file", "Importer un fichier CSV")) }
-                form method="post" action=(format!("{here}/members/import")) enctype="multipart/form-data" {
+                form id="import" method="post" action=(format!("{here}/members/import")) enctype="multipart/form-data" {
                     (a.csrf_field())
                     (text_field("consent_evidence_import", a.t("Consent evidence covering every row", "Preuve de consentement couvrant chaque ligne"), "", "text", true))
                     label for="file" { (a.t("File (a header row with email; display_name and delivery_mode optional)", "Fichier (une ligne d'en-tête avec email ; display_name et delivery_mode facultatifs)")) }

@@ -96,7 +96,7 @@ header.bar{max-width:72rem;margin:0 auto .5rem;border-bottom:1px solid #ccc}\
 nav ul{list-style:none;padding:0;margin:0;display:flex;flex-wrap:wrap;gap:.25rem 1rem}nav a{color:#1d4ed8}\
 nav a[aria-current=page]{font-weight:700;color:#1a1a1a}.bar form{display:inline}.bar button{margin:0 0 .5rem}\
 table{border-collapse:collapse;width:100%;margin:.5rem 0}th,td{border-bottom:1px solid #ddd;padding:.35rem;text-align:left;vertical-align:top}\
-dl{display:grid;grid-template-columns:minmax(6rem,max-content) 1fr;gap:.25rem 1rem}dt{font-weight:600}dd{margin:0}\
+dl{display:grid;grid-template-columns:fit-content(40%) minmax(0,1fr);gap:.25rem 1rem}dt{font-weight:600}dd{margin:0}\
 code,pre{background:#f3f3f3;padding:.1rem .25rem;overflow-wrap:anywhere;white-space:pre-wrap}\
 fieldset{border:1px solid #ccc;border-radius:6px;margin:1rem 0;padding:.5rem 1rem}legend{font-weight:700}\
 .row{display:flex;flex-wrap:wrap;gap:.5rem 1rem;align-items:end}.row>*{flex:1 1 12rem}.row>button{flex:0 0 auto}\
