@@ -22,6 +22,8 @@ use std::time::{Duration, Instant};
 
 struct Walk {
     app: TestApp,
+    /// A key of the site administrator's, for the OCR routes.
+    key: String,
     sink: SmtpSink,
     browser: Browser,
     options: BrowserOptions,
@@ -43,10 +45,13 @@ impl Walk {
             ("COURRIER_MAIL_FROM", "lists@example.org"),
             // No DNS server answers there: the check's verdicts say what to fix, at once.
             ("COURRIER_DNS_SERVER", "127.0.0.1:9"),
+            // The webhook's receiver is on this machine (and refuses: the ping's error shows).
+            ("COURRIER_EGRESS_ALLOW", "127.0.0.0/8"),
         ]);
-        make_user(&app.core, "admin@example.org", &[Role::SiteAdmin]);
+        let admin = make_user(&app.core, "admin@example.org", &[Role::SiteAdmin]);
+        let key = make_key(&app.core, &admin, KeyScope::User, &[Perm::Read], None);
         let browser = Browser::start(options);
-        Self { app, sink, browser, options, run, checked: Vec::new() }
+        Self { app, key, sink, browser, options, run, checked: Vec::new() }
     }
 
     fn url(&self, path: &str) -> String {
@@ -130,6 +135,11 @@ impl Walk {
         let shot = format!("signed-out-{}", self.checked.len());
         self.submit("form[action=\"/admin/logout\"] button", &shot);
         assert!(self.browser.url().ends_with("/admin/login"), "{}", self.browser.url());
+    }
+
+    /// The OCR service's `GET /api/ruok` status: 503 in maintenance.
+    fn ruok(&self) -> u16 {
+        call(&self.app, "GET", "/api/ruok", &[bearer(&self.key)], None).status
     }
 
     fn text(&self, css: &str) -> String {
@@ -254,8 +264,32 @@ fn administrator_walk(w: &mut Walk) {
     assert_eq!((members.status, members.json()["meta"]["total"].as_u64()), (200, Some(3)), "{}", members.body);
     w.open("/admin/apikeys", "apikeys-listed");
     assert!(!w.browser.source().contains(&secret[20..]), "the secret is never shown again");
-    w.submit("form[action$=\"/revoke\"] button", "apikey-revoked");
+    w.submit("button[aria-label=\"Revoke reports\"]", "apikey-revoked");
     assert_eq!(call(&w.app, "GET", "/api/v1/dashboard", &[bearer(&secret)], None).status, 401);
+
+    // A webhook: its secret shown once, its test ping's answer, its last error.
+    w.open("/admin/webhooks", "webhooks-empty");
+    w.fill("#url", "https://127.0.0.1:9/hook");
+    w.browser.click(&w.browser.find("input[name=events][value=\"member.added\"]"));
+    w.submit("form[action=\"/admin/webhooks\"] button", "webhook-created");
+    let whsec = w.browser.execute("return document.getElementById('secret').value", &[]);
+    assert!(whsec.as_str().is_some_and(|s| s.starts_with("whsec_")), "{whsec}");
+    w.open("/admin/webhooks", "webhooks");
+    w.submit("form[action$=\"/test\"] button", "webhook-ping");
+    assert!(w.has("p.bad"), "the ping failed, and says so: {}", w.browser.source());
+    w.open("/admin/webhooks", "webhooks-last-error");
+    assert!(w.has("dd .bad"), "the last error shows: {}", w.browser.source());
+
+    // The OCR service: maintenance on (the OCR routes answer 503), then off; usage and plans.
+    w.open("/admin/ocr", "ocr");
+    w.submit("form[action=\"/admin/ocr/maintenance\"] button", "ocr-maintenance-on");
+    assert_eq!(w.ruok(), 503);
+    w.submit("form[action=\"/admin/ocr/maintenance\"] button", "ocr-maintenance-off");
+    assert_ne!(w.ruok(), 503);
+    w.open("/admin/ocr?email=admin%40example.org", "ocr-usage");
+    w.fill("#pages", "250");
+    w.submit("form[action=\"/admin/ocr/plan\"] button", "ocr-plan");
+    assert!(w.browser.source().contains("250"), "{}", w.browser.source());
 
     // The audit log and its filters.
     w.open("/admin/audit?action=member.add", "audit");
@@ -313,6 +347,8 @@ fn each_role_sees_what_it_may_and_nothing_more_on_a_phone_in_french() {
         ("/admin/users", "fr-users"),
         ("/admin/apikeys", "fr-apikeys"),
         ("/admin/audit", "fr-audit"),
+        ("/admin/webhooks", "fr-webhooks"),
+        ("/admin/ocr", "fr-ocr"),
         ("/admin/domains", "fr-domains"),
         ("/admin/domains/other.org", "fr-domain"),
         (list, "fr-list"),
@@ -346,6 +382,8 @@ fn each_role_sees_what_it_may_and_nothing_more_on_a_phone_in_french() {
         w.sign_in(&address);
         assert_eq!(w.has("nav a[href=\"/admin/users\"]"), s.users, "{}", s.who);
         assert!(!w.has("nav a[href=\"/admin/audit\"]"), "{}: the audit log is the installation's", s.who);
+        assert!(!w.has("nav a[href=\"/admin/ocr\"]"), "{}: so is the OCR service", s.who);
+        assert_eq!(w.has("nav a[href=\"/admin/webhooks\"]"), s.who != "moderator", "{}", s.who);
         w.open("/admin/domains", &format!("{}-domains", s.who));
         let src = w.browser.source();
         assert!(src.contains("example.org") && !src.contains("other.org"), "{}: {src}", s.who);
@@ -380,6 +418,9 @@ fn each_role_sees_what_it_may_and_nothing_more_on_a_phone_in_french() {
             w.open("/admin/users", &format!("{}-users", s.who));
         }
         w.open("/admin/apikeys", &format!("{}-apikeys", s.who));
+        if s.who != "moderator" {
+            w.open("/admin/webhooks", &format!("{}-webhooks", s.who));
+        }
         w.sign_out();
 
         // What the pages do not offer, the server refuses too (forged forms, with a valid token).
@@ -392,6 +433,9 @@ fn each_role_sees_what_it_may_and_nothing_more_on_a_phone_in_french() {
         assert_eq!(domain.status == 303, s.domain_settings, "{}: {}", s.who, domain.body);
         let send = pages.post(&format!("{list}/sends"), &format!("csrf_token={token}&subject=x&text=y"));
         assert_eq!(send.status == 303, s.compose, "{}: {}", s.who, send.body);
+        let maintenance = pages.post("/admin/ocr/maintenance", &format!("csrf_token={token}&state=on"));
+        assert_eq!(maintenance.status, 404, "{}: the OCR service's maintenance is not in reach", s.who);
+        assert_ne!(w.ruok(), 503);
         if s.domain_settings {
             // Put back for the next role.
             pages.post("/admin/domains/example.org", &format!("csrf_token={token}&status=active"));

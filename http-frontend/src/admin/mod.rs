@@ -9,6 +9,7 @@
 
 mod access;
 mod mailing;
+mod service;
 
 use crate::AppState;
 use crate::auth::{Ctx, session_cookie};
@@ -131,7 +132,7 @@ pub static ROUTES: &[Route] = &[
 
 /// Every route of the administration pages.
 pub fn routes() -> impl Iterator<Item = &'static Route> {
-    ROUTES.iter().chain(mailing::ROUTES).chain(access::ROUTES)
+    ROUTES.iter().chain(mailing::ROUTES).chain(access::ROUTES).chain(service::ROUTES)
 }
 
 async fn stylesheet() -> Response {
@@ -195,7 +196,9 @@ pub(crate) enum Section {
     Domains,
     Users,
     Keys,
+    Webhooks,
     Audit,
+    Ocr,
 }
 
 fn nav(a: &Admin, at: Section) -> Markup {
@@ -208,8 +211,13 @@ fn nav(a: &Admin, at: Section) -> Markup {
         items.push((Section::Users, "/admin/users", a.t("Users", "Utilisateurs")));
     }
     items.push((Section::Keys, "/admin/apikeys", a.t("API keys", "Clés d'API")));
+    // Webhooks are an administrator's or an owner's (a moderator's role manages nothing).
+    if a.p.roles.iter().any(|r| !matches!(r, Role::Moderator(..))) {
+        items.push((Section::Webhooks, "/admin/webhooks", a.t("Webhooks", "Webhooks")));
+    }
     if a.p.is_site_admin() {
         items.push((Section::Audit, "/admin/audit", a.t("Audit log", "Journal d'audit")));
+        items.push((Section::Ocr, "/admin/ocr", a.t("OCR service", "Service OCR")));
     }
     let who = a.p.user.as_ref().map(|u| u.email.to_string()).unwrap_or_default();
     let other = match a.lang {
