@@ -158,6 +158,7 @@ pub fn all() -> impl Iterator<Item = &'static Route> {
         .iter()
         .chain(crate::access::ROUTES)
         .chain(crate::mailing::ROUTES)
+        .chain(crate::mailing::moderation::ROUTES)
         .chain(crate::mailing::webhooks::ROUTES)
         .chain(crate::mailing::me::ROUTES)
         .chain(crate::mailing::pages::ROUTES)

@@ -757,3 +757,16 @@ pub const SUBSCRIPTION: Schema = Schema(|| {
 });
 pub const ME_SUBSCRIPTION_PATCH: Schema =
     Schema(|| closed(&["delivery_mode"], json!({ "delivery_mode": enum_of(DELIVERY_MODES) })));
+
+/// A subscription waiting for a moderator.
+pub const PENDING_SUBSCRIPTION: Schema = Schema(|| {
+    object(
+        &["id", "email", "display_name", "requested_at"],
+        json!({
+            "id": { "type": "integer" },
+            "email": { "type": "string" },
+            "display_name": nullable("string"),
+            "requested_at": { "type": "string", "format": "date-time" }
+        }),
+    )
+});

@@ -8,9 +8,9 @@ use courrier_core::access::principal::RequestCtx;
 use courrier_core::access::{Perm, Principal, keys, roles, users};
 use courrier_core::kernel::{DomainName, EmailAddress, EventName, ListName};
 use courrier_core::mailing::members::{self, AddMember};
-use courrier_core::mailing::model::{DeliveryMode, SubscriptionPolicy};
+use courrier_core::mailing::model::{DeliveryMode, MemberStatus, NewMember, PendingReason, SubscriptionPolicy};
 use courrier_core::mailing::{domains, lists, sends, webhooks};
-use courrier_core::storage::in_read;
+use courrier_core::storage::{in_read, in_write};
 use courrier_http::routes::{self, Access, Api};
 use courrier_tests::harness::{Resp, SmtpSink, TestApp, run_cli_in};
 use serde_json::{Value, json};
@@ -217,6 +217,7 @@ fn probe(app: &TestApp, admin: &User, method: &str, path: &str, n: usize) -> (St
     } else {
         target.id.to_string()
     };
+    let id = if path.contains("/moderation/subscriptions/") { held_subscription(core, n).to_string() } else { id };
     let path = path.replace("{id}", &id);
     // The probing subscriber is (again) on `news`, so that a `/me` mutation has one to change.
     let path = if path.contains("{list_id}") {
@@ -272,6 +273,26 @@ fn probe(app: &TestApp, admin: &User, method: &str, path: &str, n: usize) -> (St
         _ => None,
     };
     (path, body)
+}
+
+/// A subscription to `news` waiting for a moderator (the list itself is open): its member id.
+fn held_subscription(core: &Services, n: usize) -> i64 {
+    let news =
+        in_read(&*core.mailing.store, |tx| tx.list_by_name(&domain("example.org"), &list("news"))).unwrap().unwrap();
+    let now = core.mailing.clock.now();
+    let held = NewMember {
+        list_id: news.id,
+        email: email(&format!("held{n}@example.net")),
+        display_name: None,
+        status: MemberStatus::Pending,
+        pending_reason: Some(PendingReason::Moderation),
+        delivery_mode: DeliveryMode::Regular,
+        subscribed_at: None,
+        consent_source: None,
+        consent_at: None,
+        consent_id: None,
+    };
+    in_write(&*core.mailing.store, |tx| tx.insert_member(&held, now)).unwrap().get()
 }
 
 fn success_of(route: &routes::Route) -> u16 {

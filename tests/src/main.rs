@@ -14,6 +14,7 @@ mod extraction;
 mod invoice_layouts;
 mod invoices;
 mod members;
+mod moderation;
 mod ocr;
 mod ocr_clients;
 mod ocr_retention;

@@ -18,7 +18,8 @@ pub struct Dashboard {
     pub sends_in_flight: u64,
     /// Messages held for moderation (none until inbound mail exists).
     pub held_messages: u64,
-    /// Subscriptions waiting for a moderator or a confirmation.
+    /// Subscriptions waiting for a moderator (the moderation queue; those waiting for their own
+    /// confirmation are in `members.pending`).
     pub pending_subscriptions: u64,
 }
 
@@ -81,7 +82,13 @@ pub fn dashboard(app: &Service, p: &Principal) -> Result<Dashboard, MailingError
         } else {
             tx.member_counts(Some(&list_ids))?
         };
-        out.pending_subscriptions = out.members.pending;
+        out.pending_subscriptions = if everything {
+            tx.count_pending_moderation(None)?
+        } else if list_ids.is_empty() {
+            0
+        } else {
+            tx.count_pending_moderation(Some(&list_ids))?
+        };
         out.sends_in_flight = if everything {
             tx.open_sends(None)?
         } else if list_ids.is_empty() {

@@ -66,6 +66,7 @@ fn run_list(app: &Service, list_id: ListId, now_regardless: bool) -> Result<Opti
             message_id: &message_id,
             created_by: None,
             kind: SendKind::Digest,
+            raw: None,
         };
         let send_id = tx.insert_send(&new, now)?;
         let recipients = tx.fan_out(send_id, list.id, DeliveryMode::Digest, now)?;

@@ -8,7 +8,7 @@ use super::model::{
     PendingReason, SubscriptionPolicy,
 };
 use super::state::{self, MemberState, Refusal, Trigger};
-use super::{MailingError, check_text, lists, subscriptions};
+use super::{MailingError, check_text, lists, moderation, subscriptions};
 use crate::access::principal::{InTx, RequestCtx, audit_done};
 use crate::access::{Perm, Principal};
 use crate::kernel::{DomainName, EmailAddress, EventName, ListName, Page, Paged, Timestamp, parse_positive_id};
@@ -209,8 +209,12 @@ pub fn add(
         let list = lists::authorized(InTx(&mut *tx, now), p, ctx, Perm::MembersWrite, domain, name, "member.add")?;
         check_add(&req)?;
         let trigger = if req.force { Trigger::AddWithConsent } else { Trigger::Subscribe(effective_policy(&list)) };
-        let (outcome, token) = in_nested(tx, |tx| {
+        let (outcome, token, newly_held) = in_nested(tx, |tx| {
+            let was = tx.member_by_email(list.id, &req.email)?.map(|m| MemberState::of(m.status, m.pending_reason));
             let outcome = apply_add(tx, &list, &req, trigger, now)?;
+            // A request already waiting for a moderator was announced when it began to wait.
+            let held = matches!(outcome, AddOutcome::PendingModeration(_))
+                && was != Some(MemberState::Pending(PendingReason::Moderation));
             let token = if let AddOutcome::PendingConfirmation(id) = outcome {
                 let token = crate::kernel::secrets::random_token(32);
                 subscriptions::store_token(tx, id, &token, now)?;
@@ -219,9 +223,10 @@ pub fn add(
                 None
             };
             audit_done(tx, p, ctx, now, "member.add", &format!("member:{}:{}", list.address(), outcome.member_id()))?;
-            Ok::<_, MailingError>((outcome, token))
+            Ok::<_, MailingError>((outcome, token, held))
         })?;
-        Ok(Added { outcome, confirmation: token.map(|t| (list, req.email.clone(), t, now)) })
+        let held = newly_held.then(|| (list.clone(), req.email.clone()));
+        Ok(Added { outcome, confirmation: token.map(|t| (list, req.email.clone(), t, now)), held })
     })?;
     Ok(added.map(|added| added.after_commit(app)))
 }
@@ -231,12 +236,18 @@ pub fn add(
 struct Added {
     outcome: AddOutcome,
     confirmation: Option<(MailingList, EmailAddress, String, Timestamp)>,
+    /// A subscription that began to wait for a moderator: its notice goes out after the commit.
+    held: Option<(MailingList, EmailAddress)>,
 }
 
 impl Added {
     fn after_commit(self, app: &Service) -> AddOutcome {
         if let Some((list, to, token, now)) = &self.confirmation {
             subscriptions::send_confirmation(app, list, to, token, *now);
+        }
+        if let Some((list, email)) = &self.held {
+            let item = moderation::HeldItem::Subscription { member: self.outcome.member_id(), email: email.clone() };
+            moderation::notify_moderators(app, list, &item);
         }
         self.outcome
     }

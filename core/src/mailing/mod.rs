@@ -15,11 +15,15 @@ pub mod domains;
 pub mod export;
 pub mod idempotency;
 pub mod import;
+pub mod inbound;
 pub mod lists;
 pub mod me;
 pub mod members;
 pub mod model;
+pub mod moderation;
 pub mod ports;
+pub mod posts;
+pub mod requests;
 pub mod sends;
 pub mod state;
 #[cfg(any(test, feature = "testing"))]

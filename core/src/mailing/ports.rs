@@ -12,7 +12,17 @@ use crate::kernel::{Page, Paged};
 use crate::storage::StoreError;
 
 /// One transaction of the mailing context. Dropped without `commit`, it rolls back.
-pub trait Tx: crate::access::ports::Tx + MailingRepo + IdempotencyRepo + SendRepo + WebhookRepo + MeRepo {}
+pub trait Tx:
+    crate::access::ports::Tx
+    + MailingRepo
+    + IdempotencyRepo
+    + SendRepo
+    + WebhookRepo
+    + MeRepo
+    + InboundRepo
+    + ModerationRepo
+{
+}
 
 /// The database as the mailing context sees it.
 pub type Store = dyn crate::storage::Store<dyn Tx>;
@@ -131,6 +141,9 @@ pub struct NewSend<'a> {
     pub message_id: &'a str,
     pub created_by: Option<i64>,
     pub kind: super::model::SendKind,
+    /// The post itself when the send was made from a message received by mail: its copies are
+    /// built from it (MIME structure kept) instead of from `text` and `html`.
+    pub raw: Option<&'a [u8]>,
 }
 
 /// Sends and the durable queue of their copies.
@@ -151,6 +164,8 @@ pub trait SendRepo {
     /// Lists with at least one active digest member.
     fn lists_with_digest_members(&mut self) -> Result<Vec<ListId>, StoreError>;
     fn send_by_id(&mut self, list: ListId, id: SendId) -> Result<Option<SendRecord>, StoreError>;
+    /// The post a send was made from (`None` for a send of the API or a digest).
+    fn send_raw(&mut self, id: SendId) -> Result<Option<Vec<u8>>, StoreError>;
     fn copy_counts(&mut self, send: SendId) -> Result<CopyCounts, StoreError>;
     /// Cancels the copies still waiting (queued or deferred); how many.
     fn cancel_waiting(&mut self, send: SendId, now: Timestamp) -> Result<u64, StoreError>;
@@ -319,4 +334,85 @@ pub trait MeRepo {
         statuses: &[MemberStatus],
         page: Page,
     ) -> Result<Paged<SubscriptionRecord>, StoreError>;
+}
+
+/// The moderation queues: subscriptions waiting for a moderator, and who moderates a list.
+pub trait ModerationRepo {
+    /// The list's members `pending` with reason `moderation`, ordered by id.
+    fn pending_moderation(&mut self, list: ListId, page: Page) -> Result<Paged<Member>, StoreError>;
+    /// Members pending a moderator's decision over the given lists (every list when `None`).
+    fn count_pending_moderation(&mut self, lists: Option<&[ListId]>) -> Result<u64, StoreError>;
+    /// The addresses of the active accounts holding the `owner` or `moderator` role on the list,
+    /// each once, ordered.
+    fn list_moderators(
+        &mut self,
+        domain: &DomainName,
+        list: &crate::kernel::ListName,
+    ) -> Result<Vec<EmailAddress>, StoreError>;
+    /// The addresses of the active accounts holding the `owner` role on the list, ordered.
+    fn list_owners(
+        &mut self,
+        domain: &DomainName,
+        list: &crate::kernel::ListName,
+    ) -> Result<Vec<EmailAddress>, StoreError>;
+}
+
+/// A message received for a list address, as stored before the sender was told it was taken.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewInbound<'a> {
+    pub list_id: ListId,
+    pub role: &'a super::inbound::Role,
+    pub recipient: &'a str,
+    /// `None` for the null reverse-path `<>`.
+    pub envelope_from: Option<&'a str>,
+    pub raw: &'a [u8],
+}
+
+/// A post held for a moderator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewHeldPost<'a> {
+    pub list_id: ListId,
+    pub inbound_id: Option<super::inbound::InboundId>,
+    pub raw: &'a [u8],
+    pub envelope_from: Option<&'a str>,
+    pub from: Option<&'a str>,
+    pub subject: Option<&'a str>,
+    pub message_id: Option<&'a str>,
+    pub reason: super::posts::HoldReason,
+}
+
+/// Messages received by mail (the inbound store) and the posts held for moderation.
+pub trait InboundRepo {
+    fn insert_inbound(&mut self, m: &NewInbound<'_>, now: Timestamp) -> Result<super::inbound::InboundId, StoreError>;
+    fn inbound_by_id(
+        &mut self,
+        id: super::inbound::InboundId,
+    ) -> Result<Option<super::inbound::InboundMessage>, StoreError>;
+    /// Up to `limit` messages still `received` with an id above `after`, in id order.
+    fn inbound_waiting(
+        &mut self,
+        after: Option<super::inbound::InboundId>,
+        limit: u32,
+    ) -> Result<Vec<super::inbound::InboundId>, StoreError>;
+    /// Marks a `received` message `done` with its outcome; `false` when it was not `received`
+    /// any more (another process handled it: the caller undoes what it did).
+    fn finish_inbound(
+        &mut self,
+        id: super::inbound::InboundId,
+        outcome: &str,
+        now: Timestamp,
+    ) -> Result<bool, StoreError>;
+    /// Whether a post with this Message-ID was posted to (or held for) the list after `since`.
+    fn message_id_seen(&mut self, list: ListId, message_id: &str, since: Timestamp) -> Result<bool, StoreError>;
+
+    fn insert_held(&mut self, h: &NewHeldPost<'_>, now: Timestamp) -> Result<super::posts::HeldId, StoreError>;
+    fn held_by_id(
+        &mut self,
+        list: ListId,
+        id: super::posts::HeldId,
+    ) -> Result<Option<super::posts::HeldPost>, StoreError>;
+    /// The list's held posts, oldest first (the raw message left out: `raw` is empty).
+    fn held_posts(&mut self, list: ListId, page: Page) -> Result<Paged<super::posts::HeldPost>, StoreError>;
+    /// Deletes a held post; `false` when it was already gone (decided by someone else).
+    fn delete_held(&mut self, list: ListId, id: super::posts::HeldId) -> Result<bool, StoreError>;
 }

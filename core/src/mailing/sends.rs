@@ -78,15 +78,29 @@ pub fn submit(
                 message_id: &message_id,
                 created_by: p.user.as_ref().map(|u| u.id.get()),
                 kind: SendKind::Post,
+                raw: None,
             };
-            let send_id = tx.insert_send(&new, now)?;
-            let recipients = tx.fan_out(send_id, list.id, DeliveryMode::Regular, now)?;
-            let data = json!({ "send_id": send_id.get(), "recipients": recipients, "subject": message.subject });
-            lists::emit(tx, EventName::SendSubmitted, &list, data, now)?;
-            audit_done(tx, p, ctx, now, "send.submit", &format!("send:{}:{send_id}", list.address()))?;
-            Ok(Submitted { send_id, recipients })
+            enqueue(tx, &list, &new, p, ctx, now)
         })
     })
+}
+
+/// The send, its queued copies (one per active regular member), `send.submitted` and the audit
+/// entry, in the caller's transaction: what every post becomes, from the API or by mail.
+pub(crate) fn enqueue(
+    tx: &mut dyn crate::mailing::ports::Tx,
+    list: &super::model::MailingList,
+    new: &NewSend<'_>,
+    p: &Principal,
+    ctx: &RequestCtx,
+    now: crate::kernel::Timestamp,
+) -> Result<Submitted, MailingError> {
+    let send_id = tx.insert_send(new, now)?;
+    let recipients = tx.fan_out(send_id, list.id, DeliveryMode::Regular, now)?;
+    let data = json!({ "send_id": send_id.get(), "recipients": recipients, "subject": new.subject });
+    lists::emit(tx, EventName::SendSubmitted, list, data, now)?;
+    audit_done(tx, p, ctx, now, "send.submit", &format!("send:{}:{send_id}", list.address()))?;
+    Ok(Submitted { send_id, recipients })
 }
 
 impl idempotency::Replayable for Submitted {

@@ -5,7 +5,7 @@ use super::MailingError;
 use super::Service;
 use super::model::{Consent, MailingList, MemberId};
 use super::state::{self, MemberState, Trigger};
-use super::{lists, members};
+use super::{lists, members, moderation};
 use crate::kernel::{EmailAddress, EventName, Notice, Timestamp, secrets};
 use crate::mailing::ports::Tx;
 use crate::storage::{StoreError, in_read, in_write};
@@ -95,7 +95,7 @@ pub fn confirm(
 ) -> Result<Result<Pending, LinkUnusable>, MailingError> {
     let Some((token_id, found, list)) = find(app, token)? else { return Ok(Err(LinkUnusable)) };
     let now = app.clock.now();
-    in_write(&*app.store, |tx| {
+    let confirmed = in_write(&*app.store, |tx| -> Result<_, MailingError> {
         if !tx.use_token(token_id, now)? {
             return Ok(Err(LinkUnusable));
         }
@@ -133,11 +133,23 @@ pub fn confirm(
             data["pending_reason"] = json!("moderation");
             lists::emit(tx, EventName::SubscriptionPending, &list, data, now)?;
         }
-        Ok(Ok(Pending {
-            list_address: list.address(),
-            list_display_name: list.display_name,
-            email: m.email,
-            now_active,
-        }))
-    })
+        Ok(Ok((
+            Pending {
+                list_address: list.address(),
+                list_display_name: list.display_name.clone(),
+                email: m.email,
+                now_active,
+            },
+            list,
+            m.id,
+        )))
+    })?;
+    // A confirmed request that now waits for a moderator: the moderators are told.
+    Ok(confirmed.map(|(pending, list, member)| {
+        if !pending.now_active {
+            let item = moderation::HeldItem::Subscription { member, email: pending.email.clone() };
+            moderation::notify_moderators(app, &list, &item);
+        }
+        pending
+    }))
 }

@@ -216,3 +216,14 @@ pub fn send_status(send: &super::model::SendRecord, counts: &super::model::CopyC
         "completed_at": send.completed_at.map(|t| t.to_rfc3339()),
     })
 }
+
+/// A subscription waiting for a moderator (`GET .../moderation/subscriptions`): when it began
+/// to wait is the member's last change.
+pub fn pending_subscription(m: &Member) -> Value {
+    json!({
+        "id": m.id.get(),
+        "email": m.email.to_string(),
+        "display_name": m.display_name,
+        "requested_at": time(Some(m.updated_at)),
+    })
+}

@@ -11,6 +11,7 @@ mod lists;
 pub(crate) mod me;
 pub(crate) mod me_pages;
 mod members;
+pub(crate) mod moderation;
 pub(crate) mod pages;
 mod sends;
 pub(crate) mod webhooks;

@@ -31,6 +31,7 @@ const MIGRATIONS: &[Migration] = &[
     Migration { version: 13, name: "subscribers", sql: include_str!("migrations/0013_subscribers.sql") },
     Migration { version: 14, name: "ocr_retention", sql: include_str!("migrations/0014_ocr_retention.sql") },
     Migration { version: 15, name: "access_version", sql: include_str!("migrations/0015_access_version.sql") },
+    Migration { version: 16, name: "mail_in", sql: include_str!("migrations/0016_mail_in.sql") },
 ];
 
 /// How many migrations this binary knows.

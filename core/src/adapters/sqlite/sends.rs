@@ -62,8 +62,8 @@ impl SendRepo for SqliteTx {
     fn insert_send(&mut self, s: &NewSend<'_>, now: Timestamp) -> Result<SendId, StoreError> {
         self.conn()
             .prepare_cached(
-                "INSERT INTO sends (list_id, subject, text_body, html_body, message_id, state, recipients, created_by, created_at, kind)
-                 VALUES (?1, ?2, ?3, ?4, ?5, 'queued', 0, ?6, ?7, ?8)",
+                "INSERT INTO sends (list_id, subject, text_body, html_body, message_id, state, recipients, created_by, created_at, kind, raw_message)
+                 VALUES (?1, ?2, ?3, ?4, ?5, 'queued', 0, ?6, ?7, ?8, ?9)",
             )
             .and_then(|mut st| {
                 st.execute(params![
@@ -74,7 +74,8 @@ impl SendRepo for SqliteTx {
                     s.message_id,
                     s.created_by,
                     now.unix_micros(),
-                    s.kind.as_str()
+                    s.kind.as_str(),
+                    s.raw
                 ])
             })
             .map_err(map_err)?;
@@ -102,6 +103,14 @@ impl SendRepo for SqliteTx {
         self.conn()
             .prepare_cached(&format!("SELECT {SEND_COLUMNS} FROM sends WHERE id = ?1 AND list_id = ?2"))
             .and_then(|mut st| st.query_row(params![id.get(), list.get()], send_row).optional())
+            .map_err(map_err)
+    }
+
+    fn send_raw(&mut self, id: SendId) -> Result<Option<Vec<u8>>, StoreError> {
+        self.conn()
+            .prepare_cached("SELECT raw_message FROM sends WHERE id = ?1")
+            .and_then(|mut st| st.query_row([id.get()], |r| r.get::<_, Option<Vec<u8>>>(0)).optional())
+            .map(Option::flatten)
             .map_err(map_err)
     }
 
