@@ -6,6 +6,7 @@
 
 pub mod api;
 pub mod mailman;
+pub mod mailpeers;
 pub mod pdf;
 pub mod server;
 pub mod tls;

@@ -51,6 +51,9 @@ pub struct Config {
     pub egress_allow: AllowList,
     /// A PEM file of extra trust roots for outgoing TLS (`COURRIER_EXTRA_CA`).
     pub extra_ca: Option<PathBuf>,
+    /// The operator's keyring of mail-account passwords (`COURRIER_KEYRING`): read and checked at
+    /// start (`server::wire`); absent, credential writes answer 503.
+    pub keyring: Option<PathBuf>,
     /// The DNS server to ask instead of the system's (`COURRIER_DNS_SERVER`, `ip[:port]`).
     pub dns_server: Option<SocketAddr>,
     /// Memory for the in-memory search snapshots of big lists (`COURRIER_SEARCH_CACHE_MIB`, 256;
@@ -149,6 +152,7 @@ impl Config {
         let egress_allow = AllowList::parse(&get("COURRIER_EGRESS_ALLOW").unwrap_or_default())
             .map_err(|e| invalid("COURRIER_EGRESS_ALLOW", e))?;
         let extra_ca = get("COURRIER_EXTRA_CA").filter(|s| !s.trim().is_empty()).map(PathBuf::from);
+        let keyring = get("COURRIER_KEYRING").filter(|s| !s.trim().is_empty()).map(PathBuf::from);
         let dns_server = get("COURRIER_DNS_SERVER")
             .filter(|s| !s.trim().is_empty())
             .map(|s| courrier_core::adapters::dns::parse_server(&s).map_err(|e| invalid("COURRIER_DNS_SERVER", e)))
@@ -158,6 +162,7 @@ impl Config {
             ocr_retention,
             egress_allow,
             extra_ca,
+            keyring,
             dns_server,
             search_cache_mib,
             search_min_members,

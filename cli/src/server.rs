@@ -71,6 +71,13 @@ pub fn wire(config: &Config, build: BuildInfo) -> Result<Services, CliError> {
         .map_err(|reason| ConfigError::Invalid { var: "COURRIER_DATA_DIR", reason })?;
     let https = courrier_core::adapters::https::RustlsHttps::new(config.extra_ca.as_deref())
         .map_err(|reason| ConfigError::Invalid { var: "COURRIER_EXTRA_CA", reason })?;
+    let tls = courrier_core::adapters::https::tls_config(config.extra_ca.as_deref())
+        .map_err(|reason| ConfigError::Invalid { var: "COURRIER_EXTRA_CA", reason })?;
+    let keyring = config.keyring.as_deref().map(load_keyring).transpose()?;
+    match &keyring {
+        Some(k) => tracing::info!(sealing_key = k.sealing_id(), "mail-account keyring loaded"),
+        None => tracing::info!("COURRIER_KEYRING is not set: mail-account credentials cannot be written"),
+    }
     let dns = courrier_core::adapters::dns::HickoryDns::new(config.dns_server)
         .map_err(|reason| ConfigError::Invalid { var: "COURRIER_DNS_SERVER", reason })?;
     let egress = courrier_core::egress::Egress {
@@ -97,9 +104,20 @@ pub fn wire(config: &Config, build: BuildInfo) -> Result<Services, CliError> {
         egress,
         data_key,
         dkim: Arc::new(courrier_core::adapters::openssl_dkim::OpensslKeyMaker::default()),
+        credentials: mailing::credentials::Credentials::new(
+            keyring,
+            Arc::new(courrier_core::adapters::mail_accounts::RustlsAccounts::new(tls)),
+        ),
     });
     let ocr = Arc::new(ocr::Service::new(Arc::clone(&access), store.clone(), clock, ocr_adapters));
     Ok(Services { access, mailing, ocr, database: store, build })
+}
+
+/// The keyring file: missing, unreadable or malformed stops the start, naming the variable.
+fn load_keyring(path: &std::path::Path) -> Result<courrier_core::kernel::keyring::Keyring, ConfigError> {
+    let invalid = |reason| ConfigError::Invalid { var: "COURRIER_KEYRING", reason };
+    let text = std::fs::read_to_string(path).map_err(|e| invalid(format!("cannot read {}: {e}", path.display())))?;
+    courrier_core::kernel::keyring::Keyring::parse(&text).map_err(|e| invalid(format!("{}: {e}", path.display())))
 }
 
 fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
@@ -120,6 +138,8 @@ pub struct Bound {
     webhooks: courrier_core::mailing::webhooks::WebhookConfig,
     delivery_workers: usize,
     limits: ServerLimits,
+    /// The mail-in pipeline the ingest pollers hand messages to; `None`: no poller runs.
+    intake: Option<Arc<dyn courrier_core::mailing::ingest::MailIntake>>,
 }
 
 impl Bound {
@@ -162,6 +182,9 @@ pub fn bind(config: &Config, build: BuildInfo) -> Result<Bound, CliError> {
         webhooks: webhook_config(config),
         delivery_workers: config.delivery_workers,
         limits,
+        // The mail-in pipeline (issue 21) implements `MailIntake`; until it is wired, ingest
+        // credentials are stored and tested but not polled.
+        intake: None,
     })
 }
 
@@ -184,9 +207,17 @@ pub fn run(bound: Bound, shutdown: impl Future<Output = ()> + Send + 'static) ->
             bound.webhooks,
             bound.delivery_workers,
         );
+        // Ingest pollers are workers: a server without delivery workers (`courrier worker`
+        // processes deliver) polls no mailbox either.
+        let ingest = bound.intake.filter(|_| bound.delivery_workers > 0).map(|intake| {
+            crate::workers::start_ingest(Arc::clone(&bound.services.mailing), intake, Default::default())
+        });
         let served = courrier_http::server::serve(listener, bound.router, bound.limits, shutdown).await;
         housekeeping.abort();
         retention.abort();
+        if let Some(ingest) = ingest {
+            tokio::task::spawn_blocking(move || ingest.stop()).await.ok();
+        }
         // Copies in flight finish their SMTP exchange; the rest stay queued for the next start.
         tokio::task::spawn_blocking(move || workers.stop()).await.ok();
         served.map_err(CliError::Serve)

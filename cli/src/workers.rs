@@ -6,7 +6,9 @@
 
 use courrier_core::mailing::Service;
 use courrier_core::mailing::delivery::{self, DeliveryConfig};
+use courrier_core::mailing::ingest::{self, IngestConfig, MailIntake};
 use courrier_core::mailing::webhooks::{self, WebhookConfig};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -78,5 +80,79 @@ impl Workers {
         for t in self.threads {
             let _ = t.join();
         }
+    }
+}
+
+/// How often the ingest supervisor looks for new, changed or deleted ingest credentials.
+const INGEST_SCAN: Duration = Duration::from_secs(5);
+
+/// The ingest supervisor: one poller thread per `ingest` credential (started when one appears;
+/// a poller ends by itself when its credential changes or goes, and the next scan starts the new
+/// one), each handing messages to `intake`.
+pub struct Ingest {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+pub fn start_ingest(app: Arc<Service>, intake: Arc<dyn MailIntake>, cfg: IngestConfig) -> Ingest {
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&stop);
+    let thread = std::thread::Builder::new()
+        .name("courrier-ingest".into())
+        .spawn(move || supervise(&app, &intake, &cfg, &flag))
+        .expect("cannot start the ingest supervisor thread");
+    Ingest { stop, thread }
+}
+
+fn supervise(app: &Arc<Service>, intake: &Arc<dyn MailIntake>, cfg: &IngestConfig, stop: &Arc<AtomicBool>) {
+    let mut pollers: HashMap<i64, (i64, std::thread::JoinHandle<()>)> = HashMap::new();
+    while !stop.load(Ordering::Relaxed) {
+        pollers.retain(|_, (_, t)| !t.is_finished());
+        match ingest::credentials(app) {
+            Ok(creds) => {
+                for cred in creds {
+                    let key = cred.list_id.get();
+                    if pollers.get(&key).is_some_and(|(at, _)| *at == cred.updated_at.unix_micros()) {
+                        continue;
+                    }
+                    if pollers.contains_key(&key) {
+                        continue; // the old poller is ending (its credential changed); next scan.
+                    }
+                    let (app, intake, stop, cfg) = (Arc::clone(app), Arc::clone(intake), Arc::clone(stop), *cfg);
+                    let at = cred.updated_at.unix_micros();
+                    let spawned = std::thread::Builder::new().name(format!("courrier-ingest-{key}")).spawn(move || {
+                        // A panic in a session (a library's) ends this poller only; the next scan
+                        // starts another.
+                        let run = std::panic::AssertUnwindSafe(|| ingest::poll(&app, &*intake, &cred, &cfg, &stop));
+                        if std::panic::catch_unwind(run).is_err() {
+                            tracing::error!(list = key, "an ingest poller panicked");
+                        }
+                    });
+                    match spawned {
+                        Ok(t) => {
+                            pollers.insert(key, (at, t));
+                        }
+                        Err(e) => tracing::warn!(error = %e, "cannot start an ingest poller"),
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot read the ingest credentials"),
+        }
+        let until = std::time::Instant::now() + INGEST_SCAN;
+        while std::time::Instant::now() < until && !stop.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    for (_, (_, t)) in pollers {
+        let _ = t.join();
+    }
+}
+
+impl Ingest {
+    /// Asks the supervisor and its pollers to stop, and waits for them (an IDLE ends within its
+    /// own wait, 25 s at most).
+    pub fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = self.thread.join();
     }
 }

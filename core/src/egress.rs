@@ -1,5 +1,5 @@
-//! The egress guard: every outgoing connection to a host a user chose (webhooks now, mail-account
-//! tests later) goes through here. HTTPS only; the name is resolved by us and every address it
+//! The egress guard: every outgoing connection to a host a user chose (webhooks, mail accounts)
+//! goes through here. HTTPS only; the name is resolved by us and every address it
 //! gives is checked against the exclusion list, at creation and again at each send; the
 //! connection then goes to the validated address itself (TLS SNI and `Host` stay the original
 //! name), so a DNS answer that changes between the check and the connect (rebinding) cannot
@@ -330,8 +330,13 @@ impl Egress {
     /// connect to. Refusing when any address is internal keeps a name from mixing a public address
     /// (to pass) with an internal one (to be reached by a client that tries them in turn).
     pub fn resolve(&self, url: &HttpsUrl) -> Result<SocketAddr, EgressError> {
-        let host = url.host.to_string();
-        let addrs = match &url.host {
+        self.resolve_host(&url.host, url.port)
+    }
+
+    /// As [`Self::resolve`], for a host and port given apart (a mail account's server).
+    pub fn resolve_host(&self, host_of: &Host, port: u16) -> Result<SocketAddr, EgressError> {
+        let host = host_of.to_string();
+        let addrs = match host_of {
             Host::Ip(ip) => vec![*ip],
             Host::Name(name) => {
                 let found = self
@@ -347,7 +352,7 @@ impl Egress {
         if let Some(bad) = addrs.iter().find(|a| is_excluded(**a) && !self.allow.contains(**a)) {
             return Err(EgressError::Refused { host, addr: *bad });
         }
-        Ok(SocketAddr::new(addrs[0], url.port))
+        Ok(SocketAddr::new(addrs[0], port))
     }
 
     /// POSTs `body` to the URL: resolved and checked again now, sent to the checked address.

@@ -93,6 +93,7 @@ where
         egress,
         data_key: crate::kernel::sealed::DataKey::generate().1,
         dkim: Arc::new(NoDkimKeys),
+        credentials: mailing::credentials::Credentials::new(None, Arc::new(mailing::accounts::NoAccounts)),
     }
 }
 

@@ -99,6 +99,7 @@ fn operation(route: &Route) -> Value {
                 "domain" => Some("example.org"),
                 "list" => Some("news"),
                 "member" => Some("1"),
+                "kind" => Some("ingest"),
                 _ => None,
             } {
                 param["example"] = json!(example);

@@ -160,6 +160,7 @@ pub fn all() -> impl Iterator<Item = &'static Route> {
         .chain(crate::mailing::ROUTES)
         .chain(crate::mailing::moderation::ROUTES)
         .chain(crate::mailing::webhooks::ROUTES)
+        .chain(crate::mailing::credentials::ROUTES)
         .chain(crate::mailing::me::ROUTES)
         .chain(crate::mailing::pages::ROUTES)
         .chain(crate::mailing::me_pages::ROUTES)

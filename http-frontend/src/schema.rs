@@ -644,6 +644,53 @@ pub const WEBHOOK_CREATE: Schema = Schema(|| {
         }),
     )
 });
+fn credential() -> Value {
+    object(
+        &[
+            "kind",
+            "host",
+            "port",
+            "security",
+            "username",
+            "folder",
+            "last_ok_at",
+            "last_error",
+            "last_error_at",
+            "updated_at",
+        ],
+        json!({
+            "kind": enum_of(&["ingest", "submission"]),
+            "host": { "type": "string" },
+            "port": { "type": "integer", "minimum": 1, "maximum": 65535 },
+            "security": enum_of(&["tls", "starttls"]),
+            "username": { "type": "string" },
+            "folder": nullable("string"),
+            "last_ok_at": nullable("string"),
+            "last_error": nullable("string"),
+            "last_error_at": nullable("string"),
+            "updated_at": { "type": "string", "format": "date-time" }
+        }),
+    )
+}
+/// A mail account as answered: never its password.
+pub const CREDENTIAL: Schema = Schema(credential);
+pub const CREDENTIALS: Schema = Schema(|| json!({ "type": "array", "maxItems": 2, "items": credential() }));
+/// What the server accepts. `password` may be left out on an update (the stored one is kept);
+/// `folder` is for ingest accounts only (default INBOX).
+pub const CREDENTIAL_PUT: Schema = Schema(|| {
+    closed(
+        &["host", "port", "security", "username"],
+        json!({
+            "host": { "type": "string", "minLength": 1, "maxLength": 255 },
+            "port": { "type": "integer", "minimum": 1, "maximum": 65535 },
+            "security": enum_of(&["tls", "starttls"]),
+            "username": { "type": "string", "minLength": 1, "maxLength": 320 },
+            "password": { "type": "string", "minLength": 1, "maxLength": 1024, "writeOnly": true },
+            "folder": { "type": "string", "minLength": 1, "maxLength": 200 }
+        }),
+    )
+});
+pub const CREDENTIAL_TEST: Schema = Schema(|| object(&["ok"], json!({ "ok": { "type": "boolean", "const": true } })));
 pub const WEBHOOK_PING: Schema = Schema(|| {
     object(
         &["delivered", "status", "error"],

@@ -7,6 +7,7 @@ mod admin_browser;
 mod admin_pages;
 mod cli;
 mod cli_admin;
+mod credentials;
 mod dns_check;
 mod einvoices;
 mod envelopes;

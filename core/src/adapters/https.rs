@@ -30,28 +30,35 @@ pub struct RustlsHttps {
 impl RustlsHttps {
     /// Public roots plus the certificates of the PEM file `extra_ca`, if given.
     pub fn new(extra_ca: Option<&std::path::Path>) -> Result<Self, String> {
-        let mut roots = rustls::RootCertStore::empty();
-        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-        if let Some(path) = extra_ca {
-            let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
-                .map_err(|e| format!("cannot read {}: {e}", path.display()))?
-                .collect::<Result<_, _>>()
-                .map_err(|e| format!("{} is not a PEM file of certificates: {e}", path.display()))?;
-            if certs.is_empty() {
-                return Err(format!("{} holds no certificate", path.display()));
-            }
-            for c in certs {
-                roots.add(c).map_err(|e| format!("{}: a certificate is not usable: {e}", path.display()))?;
-            }
-        }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| e.to_string())?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        Ok(Self { config: Arc::new(config) })
+        Ok(Self { config: tls_config(extra_ca)? })
     }
+}
+
+/// The TLS client configuration of every outgoing connection to a host users choose (webhooks,
+/// mail accounts): the public roots of webpki-roots plus the certificates of the PEM file
+/// `extra_ca` (`COURRIER_EXTRA_CA`), ring as the provider.
+pub fn tls_config(extra_ca: Option<&std::path::Path>) -> Result<Arc<rustls::ClientConfig>, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    if let Some(path) = extra_ca {
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("{} is not a PEM file of certificates: {e}", path.display()))?;
+        if certs.is_empty() {
+            return Err(format!("{} holds no certificate", path.display()));
+        }
+        for c in certs {
+            roots.add(c).map_err(|e| format!("{}: a certificate is not usable: {e}", path.display()))?;
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Arc::new(config))
 }
 
 impl HttpsClient for RustlsHttps {

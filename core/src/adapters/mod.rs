@@ -6,6 +6,7 @@ pub mod data_key;
 pub mod dns;
 pub mod https;
 pub mod image_codec;
+pub mod mail_accounts;
 pub mod open_files;
 pub mod openssl_dkim;
 pub mod pdf_attachments;

@@ -6,13 +6,19 @@
 //! (`shared/design/stack.md`). Here the socket has `TCP_NODELAY`, the envelope goes in one write
 //! when the relay offers PIPELINING (RFC 2920), and the body in one buffered write.
 //!
-//! Plain `smtp://` only, for a relay on the same host or network. TLS (smtps, STARTTLS) and
-//! authentication come with the mail-account credentials, which is where their secrets live.
+//! `COURRIER_SMTP_URL` is plain `smtp://`, for a relay on the same host or network. A list's
+//! submission account (`mailing::credentials`) gets the same client over TLS or STARTTLS (never
+//! falling back to plain text; the certificate verified against the public roots and
+//! `COURRIER_EXTRA_CA`) with AUTH PLAIN or LOGIN, connected to the address the egress guard checked
+//! ([`SmtpTransport::for_account`], [`check_account`]).
 
 use crate::kernel::{MailTransport, OutgoingMessage, SendError};
+use crate::mailing::accounts::{AccountError, Resolver};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as B64;
 use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
 use std::net::{Ipv6Addr, TcpStream, ToSocketAddrs};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 /// A reply line longer than this is not SMTP (RFC 5321 allows 512 octets; some relays send more).
@@ -140,6 +146,8 @@ fn parse_url(url: &str) -> Result<Relay, SmtpUrlError> {
 /// code: they say nothing about the message, and the next attempt may find the relay fixed.
 pub struct SmtpTransport {
     relay: Relay,
+    /// A submission account: TLS and authentication, at the address its resolver gives.
+    account: Option<Arc<AccountLink>>,
     config: SmtpConfig,
     /// Open sessions not in use. A caller takes one out for its transaction (so several threads,
     /// the delivery workers, each hold their own connection at once) and puts it back after.
@@ -167,7 +175,16 @@ impl SmtpTransport {
         if !is_plain_host_name(&config.ehlo_name) {
             config.ehlo_name = "localhost".into();
         }
-        Ok(Self { relay: parse_url(url)?, config, idle: Mutex::new(Vec::new()) })
+        Ok(Self { relay: parse_url(url)?, account: None, config, idle: Mutex::new(Vec::new()) })
+    }
+
+    /// The transport of a submission account: every session over TLS (or STARTTLS), authenticated.
+    pub fn for_account(link: AccountLink, mut config: SmtpConfig) -> Self {
+        if !is_plain_host_name(&config.ehlo_name) {
+            config.ehlo_name = "localhost".into();
+        }
+        let relay = Relay { host: link.host.clone(), port: link.port };
+        Self { relay, account: Some(Arc::new(link)), config, idle: Mutex::new(Vec::new()) }
     }
 
     fn take_idle(&self) -> Option<Conn> {
@@ -187,7 +204,10 @@ impl SmtpTransport {
 
     /// A transaction on a fresh session, which is kept when it stays usable.
     fn on_new_session(&self, message: &OutgoingMessage) -> Result<(), Fault> {
-        let mut conn = Conn::open(&self.relay, &self.config)?;
+        let mut conn = match &self.account {
+            None => Conn::open(&self.relay, &self.config)?,
+            Some(link) => Conn::open_account(link, &self.config)?,
+        };
         let result = conn.transaction(message, &self.config);
         self.put_back(conn);
         result
@@ -242,6 +262,9 @@ enum Fault {
     TimedOut(String),
     /// The relay said something that is not an SMTP reply, or not one that fits: the session is over.
     Garbled(String),
+    /// An account's server would not open the session: authentication failed, no STARTTLS, no
+    /// mechanism we speak. Its words, or ours when it said nothing.
+    Denied(String),
 }
 
 impl Fault {
@@ -251,6 +274,16 @@ impl Fault {
             Fault::Refused(r) => SendError::Temporary(r.text()),
             Fault::Lost(why) | Fault::TimedOut(why) => SendError::Temporary(why),
             Fault::Garbled(why) => SendError::Temporary(format!("malformed reply from the relay: {why}")),
+            Fault::Denied(why) => SendError::Temporary(why),
+        }
+    }
+
+    fn into_account_error(self) -> AccountError {
+        match self {
+            Fault::Refused(r) => AccountError::Refused(r.text()),
+            Fault::Denied(why) => AccountError::Refused(why),
+            Fault::Lost(why) | Fault::TimedOut(why) => AccountError::Failed(why),
+            Fault::Garbled(why) => AccountError::Failed(format!("malformed reply from the server: {why}")),
         }
     }
 }
@@ -368,7 +401,7 @@ fn verdict(mail: &Reply, recipients: &[Reply]) -> Option<Reply> {
 /// A read half that gives up at a deadline: the time-out covers a whole reply, so a relay that
 /// trickles a byte at a time cannot hold a worker forever.
 struct Deadlined {
-    stream: TcpStream,
+    stream: Stream,
     deadline: Instant,
 }
 
@@ -378,15 +411,92 @@ impl Read for Deadlined {
         if left.is_zero() {
             return Err(io::ErrorKind::TimedOut.into());
         }
-        self.stream.set_read_timeout(Some(left))?;
+        self.stream.tcp().set_read_timeout(Some(left))?;
         self.stream.read(buf)
     }
+}
+
+/// The connection: plain TCP (the local relay, or an account before STARTTLS), or TLS.
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
+}
+
+impl Stream {
+    fn tcp(&self) -> &TcpStream {
+        match self {
+            Stream::Plain(s) => s,
+            Stream::Tls(s) => s.get_ref(),
+        }
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.read(buf),
+            Stream::Tls(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.write(buf),
+            Stream::Tls(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Stream::Plain(s) => s.flush(),
+            Stream::Tls(s) => s.flush(),
+        }
+    }
+}
+
+/// How to reach and open a submission account.
+pub struct AccountLink {
+    /// The host as the user wrote it (shown in messages).
+    pub host: String,
+    pub port: u16,
+    /// Verifies the server's certificate for `server_name`.
+    pub tls: Arc<rustls::ClientConfig>,
+    pub server_name: rustls::pki_types::ServerName<'static>,
+    /// STARTTLS after the greeting rather than TLS from the first byte.
+    pub starttls: bool,
+    pub username: String,
+    pub password: String,
+    /// The egress guard's checked address, asked at each new connection.
+    pub connect_to: Resolver,
+}
+
+/// Completes a TLS handshake over `tcp` (within its time-outs); the stream is then ready.
+fn handshake(link: &AccountLink, mut tcp: TcpStream) -> Result<Stream, Fault> {
+    let mut conn = rustls::ClientConnection::new(Arc::clone(&link.tls), link.server_name.clone())
+        .map_err(|e| Fault::Lost(format!("TLS with {}: {e}", link.host)))?;
+    while conn.is_handshaking() {
+        conn.complete_io(&mut tcp)
+            .map_err(|e| Fault::Lost(format!("TLS with {}:{} failed: {e}", link.host, link.port)))?;
+    }
+    Ok(Stream::Tls(Box::new(rustls::StreamOwned::new(conn, tcp))))
+}
+
+/// Opens an authenticated session with a submission account (nothing sent) and says goodbye:
+/// the mail-account test.
+pub fn check_account(link: &AccountLink, config: &SmtpConfig) -> Result<(), AccountError> {
+    let mut conn = Conn::open_account(link, config).map_err(Fault::into_account_error)?;
+    let _ = conn.command("QUIT\r\n", config.reply_timeout);
+    Ok(())
 }
 
 /// One SMTP session, greeted and ready for `MAIL FROM`.
 struct Conn {
     io: BufReader<Deadlined>,
     pipelining: bool,
+    /// The EHLO keywords with their parameters (`AUTH PLAIN LOGIN`), uppercased.
+    extensions: Vec<String>,
     /// Complete replies read so far: tells "closed before answering" from a failure later on.
     replies: u64,
     /// Set when the session can no longer be used: it is dropped instead of kept.
@@ -414,23 +524,102 @@ impl Conn {
         let setup = |e: io::Error| Fault::Lost(format!("cannot set up the connection to {target}: {e}"));
         stream.set_nodelay(true).map_err(setup)?;
         stream.set_write_timeout(Some(config.reply_timeout)).map_err(setup)?;
-        let io = BufReader::new(Deadlined { stream, deadline: Instant::now() });
-        let mut conn = Self { io, pipelining: false, replies: 0, broken: false };
+        let mut conn = Self::over(Stream::Plain(stream));
         conn.greet(config)?;
         Ok(conn)
     }
 
+    fn over(stream: Stream) -> Self {
+        let io = BufReader::new(Deadlined { stream, deadline: Instant::now() });
+        Self { io, pipelining: false, extensions: Vec::new(), replies: 0, broken: false }
+    }
+
+    /// A submission account's session: TCP to the checked address, TLS (at once, or after
+    /// STARTTLS, which must be offered and accepted: never a plain-text session), EHLO, AUTH.
+    fn open_account(link: &AccountLink, config: &SmtpConfig) -> Result<Self, Fault> {
+        let addr = (link.connect_to)().map_err(Fault::Lost)?;
+        let tcp = TcpStream::connect_timeout(&addr, config.connect_timeout)
+            .map_err(|e| Fault::Lost(format!("cannot connect to {}:{} ({addr}): {e}", link.host, link.port)))?;
+        let setup = |e: io::Error| Fault::Lost(format!("cannot set up the connection to {addr}: {e}"));
+        tcp.set_nodelay(true).map_err(setup)?;
+        tcp.set_write_timeout(Some(config.reply_timeout)).map_err(setup)?;
+        tcp.set_read_timeout(Some(config.reply_timeout)).map_err(setup)?;
+        let mut conn = if link.starttls {
+            let mut plain = Self::over(Stream::Plain(tcp));
+            plain.greet(config)?;
+            if !plain.extensions.iter().any(|e| e == "STARTTLS") {
+                return Err(Fault::Denied(format!(
+                    "{}:{} does not offer STARTTLS: the session is not opened in plain text",
+                    link.host, link.port
+                )));
+            }
+            let answer = plain.command("STARTTLS\r\n", config.reply_timeout)?;
+            if answer.code != 220 {
+                return Err(Fault::Denied(format!("STARTTLS refused: {}", answer.text())));
+            }
+            // Anything the server sent after its 220 came before TLS: an injection, refused.
+            if !plain.io.buffer().is_empty() {
+                return Err(Fault::Garbled("data after the STARTTLS reply, before TLS".into()));
+            }
+            let Deadlined { stream: Stream::Plain(tcp), .. } = plain.io.into_inner() else {
+                return Err(Fault::Garbled("STARTTLS over TLS".into()));
+            };
+            let mut tls = Self::over(handshake(link, tcp)?);
+            tls.ehlo(config)?;
+            tls
+        } else {
+            let mut tls = Self::over(handshake(link, tcp)?);
+            tls.greet(config)?;
+            tls
+        };
+        conn.authenticate(link, config)?;
+        Ok(conn)
+    }
+
+    /// AUTH PLAIN when offered, else AUTH LOGIN (RFC 4954, 4616).
+    fn authenticate(&mut self, link: &AccountLink, config: &SmtpConfig) -> Result<(), Fault> {
+        let t = config.reply_timeout;
+        let mechanisms: Vec<String> = self
+            .extensions
+            .iter()
+            .filter_map(|e| e.strip_prefix("AUTH").filter(|r| r.is_empty() || r.starts_with([' ', '='])))
+            .flat_map(|r| r.trim_start_matches('=').split_whitespace().map(str::to_owned).collect::<Vec<_>>())
+            .collect();
+        let denied = |r: &Reply| Fault::Denied(format!("authentication refused: {}", r.text()));
+        if mechanisms.iter().any(|m| m == "PLAIN") {
+            let token = B64.encode(format!("\0{}\0{}", link.username, link.password));
+            let answer = self.command(&format!("AUTH PLAIN {token}\r\n"), t)?;
+            return if answer.code == 235 { Ok(()) } else { Err(denied(&answer)) };
+        }
+        if mechanisms.iter().any(|m| m == "LOGIN") {
+            let mut answer = self.command("AUTH LOGIN\r\n", t)?;
+            for part in [&link.username, &link.password] {
+                if answer.code != 334 {
+                    return Err(denied(&answer));
+                }
+                answer = self.command(&format!("{}\r\n", B64.encode(part)), t)?;
+            }
+            return if answer.code == 235 { Ok(()) } else { Err(denied(&answer)) };
+        }
+        Err(Fault::Denied(format!("{}:{} offers neither AUTH PLAIN nor AUTH LOGIN", link.host, link.port)))
+    }
+
     /// The greeting, then `EHLO`, or `HELO` when the relay refuses `EHLO` with a 5xx.
     fn greet(&mut self, config: &SmtpConfig) -> Result<(), Fault> {
+        let greeting = self.reply(config.reply_timeout)?;
+        if greeting.code != 220 {
+            return Err(Fault::Lost(format!("the mail relay refused the session: {}", greeting.text())));
+        }
+        self.ehlo(config)
+    }
+
+    fn ehlo(&mut self, config: &SmtpConfig) -> Result<(), Fault> {
         let t = config.reply_timeout;
         let refused = |what: &str, r: &Reply| Fault::Lost(format!("the mail relay refused {what}: {}", r.text()));
-        let greeting = self.reply(t)?;
-        if greeting.code != 220 {
-            return Err(refused("the session", &greeting));
-        }
         let ehlo = self.command(&format!("EHLO {}\r\n", config.ehlo_name), t)?;
         if ehlo.is_positive() {
             self.pipelining = ehlo.extensions().any(|e| e == "PIPELINING");
+            self.extensions = ehlo.lines.iter().skip(1).map(|l| l.trim().to_ascii_uppercase()).collect();
             return Ok(());
         }
         if ehlo.code < 500 {
@@ -502,7 +691,8 @@ impl Conn {
     }
 
     fn write(&mut self, bytes: &[u8]) -> Result<(), Fault> {
-        let result = self.io.get_mut().stream.write_all(bytes);
+        let stream = &mut self.io.get_mut().stream;
+        let result = stream.write_all(bytes).and_then(|()| stream.flush());
         result.map_err(|e| self.lost("cannot write to the mail relay", &e))
     }
 

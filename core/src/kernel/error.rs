@@ -93,6 +93,10 @@ codes! {
     DnsUnavailable => "dns_unavailable", Unavailable;
     // A domain's DKIM key could not be made or read (issue 5).
     DkimUnavailable => "dkim_unavailable", Unavailable;
+    // Mail-account credentials (issue 22): the provider refused the test's session, or it could
+    // not be held (connection, TLS, time-out).
+    AccountRefused => "account_refused", Invalid;
+    AccountUnreachable => "account_unreachable", Invalid;
 }
 
 /// Implemented by every layer's error enum: the frontends need nothing else to render it.

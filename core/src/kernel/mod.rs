@@ -7,6 +7,7 @@ mod dns;
 mod error;
 mod events;
 mod ids;
+pub mod keyring;
 pub(crate) mod mail;
 mod names;
 mod page;

@@ -6,14 +6,16 @@
 use super::MailingError;
 use super::Service;
 use super::compose::{self, compose};
+use super::credentials::{self, CredentialKind};
 use super::members;
 use super::model::{CopyState, MailingList, SendRecord, SendState};
 use super::state::Trigger;
 use super::{dkim, lists};
-use crate::kernel::{EventName, SendError, Timestamp, secrets};
+use crate::kernel::{EventName, MailTransport, SendError, Timestamp, secrets};
 use crate::storage::{in_read, in_write};
 use serde_json::json;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 pub const UNSUBSCRIBE: &str = "unsubscribe";
 /// Unsubscription links work this long after the copy went out (then the mailto form remains).
@@ -73,6 +75,8 @@ pub fn run_once(app: &Service, cfg: &DeliveryConfig) -> Result<Round, MailingErr
         let mut sends: HashMap<i64, SendRecord> = HashMap::new();
         let mut lists: HashMap<i64, MailingList> = HashMap::new();
         let mut signers: HashMap<i64, Option<dkim::Signer>> = HashMap::new();
+        // A list with a submission account sends through it (never through the relay instead).
+        let mut accounts: HashMap<i64, Result<Arc<dyn MailTransport>, String>> = HashMap::new();
         let mut prepared = Vec::with_capacity(copies.len());
         for copy in copies {
             if let std::collections::hash_map::Entry::Vacant(e) = sends.entry(copy.send_id.get())
@@ -86,6 +90,9 @@ pub fn run_once(app: &Service, cfg: &DeliveryConfig) -> Result<Round, MailingErr
             {
                 if let std::collections::hash_map::Entry::Vacant(s) = signers.entry(l.domain_id.get()) {
                     s.insert(dkim::signer_for(app, tx, l.domain_id)?);
+                }
+                if let Some(cred) = tx.credential(l.id, CredentialKind::Submission)? {
+                    accounts.insert(l.id.get(), credentials::submission_transport(app, &cred));
                 }
                 e.insert(l);
             }
@@ -102,12 +109,21 @@ pub fn run_once(app: &Service, cfg: &DeliveryConfig) -> Result<Round, MailingErr
             )?;
             prepared.push((copy, token));
         }
-        Ok::<_, MailingError>((prepared, sends, lists, signers))
+        Ok::<_, MailingError>((prepared, sends, lists, signers, accounts))
     })?;
-    let (prepared, sends, lists, signers) = claimed;
+    let (prepared, sends, lists, signers, accounts) = claimed;
     round.claimed = prepared.len() as u64;
     let mut outcomes = Vec::with_capacity(prepared.len());
+    // Accounts that answered "not now" in this round, and until when they rest: their other
+    // copies go back to the queue untried; other lists' copies go on.
+    let mut throttled: HashMap<i64, Timestamp> = HashMap::new();
+    let mut released = Vec::new();
     for (copy, token) in &prepared {
+        let list_key = copy.list_id.get();
+        if let Some(until) = throttled.get(&list_key) {
+            released.push((copy.id, *until));
+            continue;
+        }
         let (Some(send), Some(list)) = (sends.get(&copy.send_id.get()), lists.get(&copy.list_id.get())) else {
             outcomes.push((copy.id, CopyState::Failed, None, Some("the send or its list is gone".to_owned())));
             continue;
@@ -122,7 +138,20 @@ pub fn run_once(app: &Service, cfg: &DeliveryConfig) -> Result<Round, MailingErr
             now,
         });
         dkim::sign_message(signers.get(&list.domain_id.get()).and_then(Option::as_ref), &mut message, now);
-        let outcome = match app.mail.send(&message) {
+        let transport = match accounts.get(&list_key) {
+            None => Arc::clone(&app.mail),
+            Some(Ok(account)) => Arc::clone(account),
+            Some(Err(why)) => Arc::new(Unusable(why.clone())),
+        };
+        let sent = transport.send(&message);
+        if accounts.contains_key(&list_key)
+            && let Err(SendError::Temporary(e)) = &sent
+        {
+            let until = app.clock.now().plus_secs(cfg.retry_base_secs);
+            tracing::info!(list = list_key, until = %until.to_rfc3339(), error = %e, "submission account slowed down");
+            throttled.insert(list_key, until);
+        }
+        let outcome = match sent {
             Ok(()) => (copy.id, CopyState::Sent, None, None),
             Err(SendError::Permanent(e)) => (copy.id, CopyState::Failed, None, Some(e)),
             Err(SendError::Temporary(e)) if copy.attempts >= cfg.max_attempts => {
@@ -136,11 +165,17 @@ pub fn run_once(app: &Service, cfg: &DeliveryConfig) -> Result<Round, MailingErr
         outcomes.push(outcome);
     }
     let done = app.clock.now();
-    if outcomes.is_empty() {
+    if outcomes.is_empty() && released.is_empty() {
         settle(app)?;
         return Ok(round);
     }
     in_write(&*app.store, |tx| {
+        for (list, until) in &throttled {
+            tx.throttle_submission(super::model::ListId::from_stored(*list), *until)?;
+        }
+        for (id, at) in &released {
+            tx.release_copy(*id, *at)?;
+        }
         for (id, state, next, error) in &outcomes {
             // A copy whose lease expired meanwhile was requeued: its new holder records it.
             if tx.finish_copy(*id, *state, *next, error.as_deref(), done)? {
@@ -155,6 +190,16 @@ pub fn run_once(app: &Service, cfg: &DeliveryConfig) -> Result<Round, MailingErr
     })?;
     settle(app)?;
     Ok(round)
+}
+
+/// The transport of an account that cannot be used now (no keyring, a key missing from it): the
+/// copy waits, with the reason as its error.
+struct Unusable(String);
+
+impl MailTransport for Unusable {
+    fn send(&self, _: &crate::kernel::OutgoingMessage) -> Result<(), SendError> {
+        Err(SendError::Temporary(self.0.clone()))
+    }
 }
 
 /// Records the aggregate of every send whose copies are all terminal: `send.completed` when at
@@ -407,6 +452,123 @@ mod tests {
         let s = in_read(&*w.app.store, |tx| tx.send_by_id(list, send)).unwrap().unwrap();
         assert_eq!(s.state, SendState::Failed);
         assert_eq!(events(&w.app, EventName::SendFailed), 1);
+    }
+
+    /// Accounts whose every submission goes to one recording transport.
+    struct OneAccount(Arc<RecordingTransport>);
+
+    impl crate::mailing::accounts::MailAccounts for OneAccount {
+        fn check_imap(
+            &self,
+            _: &crate::mailing::accounts::Endpoint,
+            _: &crate::mailing::accounts::Login,
+            _: &str,
+        ) -> Result<(), crate::mailing::accounts::AccountError> {
+            Ok(())
+        }
+        fn check_smtp(
+            &self,
+            _: &crate::mailing::accounts::Endpoint,
+            _: &crate::mailing::accounts::Login,
+        ) -> Result<(), crate::mailing::accounts::AccountError> {
+            Ok(())
+        }
+        fn submission(
+            &self,
+            _: crate::mailing::accounts::Endpoint,
+            login: crate::mailing::accounts::Login,
+        ) -> Arc<dyn MailTransport> {
+            assert_eq!(login.password, "pw", "the password opened from the keyring");
+            Arc::clone(&self.0) as Arc<dyn MailTransport>
+        }
+        fn open_mailbox(
+            &self,
+            _: &crate::mailing::accounts::Endpoint,
+            _: &crate::mailing::accounts::Login,
+            _: &str,
+        ) -> Result<Box<dyn crate::mailing::accounts::Mailbox>, crate::mailing::accounts::AccountError> {
+            Err(crate::mailing::accounts::AccountError::Failed("no mailbox".into()))
+        }
+    }
+
+    #[test]
+    fn a_submission_account_answering_4xx_slows_its_list_only_and_loses_no_copy() {
+        let (mut w, _) = world(3);
+        let (p, ctx) = (Principal::operator(), RequestCtx::cli());
+        let d = DomainName::parse("example.org").unwrap();
+        // A second list, without an account: its copies go through the relay (`w.mail`).
+        let other = ListName::parse("other").unwrap();
+        let new_list = lists::NewList {
+            name: other.clone(),
+            display_name: "Other".into(),
+            owner: EmailAddress::parse("owner@example.org").unwrap(),
+            kind: None,
+            subscription_policy: Some(SubscriptionPolicy::Open),
+        };
+        lists::create(&w.app, &p, &ctx, &d, new_list).unwrap();
+        for i in 0..2 {
+            let req = AddMember {
+                email: EmailAddress::parse(&format!("o{i}@example.com")).unwrap(),
+                display_name: None,
+                delivery_mode: DeliveryMode::Regular,
+                force: false,
+                consent_source: None,
+                consent_evidence: None,
+                source_ip: None,
+            };
+            members::add(&w.app, &p, &ctx, None, &d, &other, req).unwrap();
+        }
+        let msg = sends::NewMessage { subject: "Other".into(), text: Some("x".into()), html: None };
+        sends::submit(&w.app, &p, &ctx, None, &d, &other, msg).unwrap();
+        w.mail.sent.lock().unwrap().clear();
+        // "news" has a submission account, which answers 451.
+        let account = Arc::new(RecordingTransport::default());
+        *account.fail_with.lock().unwrap() = Some(SendError::Temporary("451 4.7.0 rate limit".into()));
+        let keyring = crate::kernel::keyring::Keyring::parse("AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=").unwrap();
+        let news =
+            in_read(&*w.app.store, |tx| tx.list_by_name(&d, &ListName::parse("news").unwrap())).unwrap().unwrap();
+        let now = w.clock.now();
+        let cred = credentials::MailCredential {
+            list_id: news.id,
+            kind: CredentialKind::Submission,
+            host: "smtp.example.net".into(),
+            port: 587,
+            security: crate::mailing::accounts::Security::StartTls,
+            username: "news".into(),
+            password_sealed: keyring
+                .seal(b"pw", &crate::kernel::keyring::Keyring::binding(news.id.get(), "submission")),
+            folder: None,
+            last_ok_at: None,
+            last_error: None,
+            last_error_at: None,
+            created_at: now,
+            updated_at: now,
+        };
+        in_write(&*w.app.store, |tx| tx.upsert_credential(&cred)).unwrap();
+        w.app.credentials = credentials::Credentials::new(Some(keyring), Arc::new(OneAccount(Arc::clone(&account))));
+        let cfg = DeliveryConfig { retry_base_secs: 60, ..DeliveryConfig::default() };
+
+        let round = run_once(&w.app, &cfg).unwrap();
+        // One copy of "news" met the 451 and waits; its two others went back untried; the other
+        // list's two copies went out through the relay.
+        assert_eq!((round.claimed, round.deferred, round.sent), (5, 1, 2), "{round:?}");
+        assert_eq!(w.mail.sent.lock().unwrap().len(), 2, "the other list is not slowed");
+        assert!(w.mail.sent.lock().unwrap().iter().all(|m| m.recipients[0].to_string().ends_with("example.com")));
+        assert!(account.sent.lock().unwrap().is_empty());
+        // While the account rests, nothing of "news" is claimed, whatever is due.
+        w.clock.advance_secs(30);
+        assert_eq!(run_once(&w.app, &cfg).unwrap().claimed, 0);
+        // After the rest, the account takes mail again: every copy arrives, once, through it.
+        *account.fail_with.lock().unwrap() = None;
+        w.clock.advance_secs(31);
+        let mut sent = 0;
+        for _ in 0..5 {
+            sent += run_once(&w.app, &cfg).unwrap().sent;
+            w.clock.advance_secs(61);
+        }
+        assert_eq!(sent, 3);
+        assert_eq!(account.sent.lock().unwrap().len(), 3);
+        assert_eq!(w.mail.sent.lock().unwrap().len(), 2, "no copy of news left through the relay");
     }
 
     #[test]

@@ -5,7 +5,9 @@
 //! list it touches (404 out of reach, 403 without the permission, both audited) and commits its
 //! change with its audit entry and its lifecycle event in one transaction.
 
+pub mod accounts;
 pub mod compose;
+pub mod credentials;
 pub mod dashboard;
 pub mod delivery;
 pub mod digests;
@@ -16,6 +18,7 @@ pub mod export;
 pub mod idempotency;
 pub mod import;
 pub mod inbound;
+pub mod ingest;
 pub mod lists;
 pub mod me;
 pub mod members;
@@ -52,6 +55,8 @@ pub struct Service {
     pub data_key: crate::kernel::sealed::DataKey,
     /// Makes the domains' DKIM key pairs.
     pub dkim: Arc<dyn dkim::DkimKeyMaker>,
+    /// Mail-account credentials: the keyring, the sessions with accounts, open submission transports.
+    pub credentials: credentials::Credentials,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -96,6 +101,16 @@ pub enum MailingError {
     /// operation ran); under an Idempotency-Key it is the key's answer like any refusal.
     #[error("{message}")]
     Request { code: Code, message: String },
+    #[error(
+        "no credential keyring is configured on this installation (COURRIER_KEYRING): credentials cannot be written"
+    )]
+    KeyringMissing,
+    #[error("the stored password cannot be opened with COURRIER_KEYRING: {0}")]
+    KeyringCannotOpen(String),
+    #[error("the provider refused: {0}")]
+    AccountRefused(String),
+    #[error("the account could not be reached: {0}")]
+    AccountUnreachable(String),
 }
 
 impl CoreError for MailingError {
@@ -119,6 +134,9 @@ impl CoreError for MailingError {
             MailingError::Egress(e) => e.code(),
             MailingError::Dkim(_) => Code::DkimUnavailable,
             MailingError::Request { code, .. } => *code,
+            MailingError::KeyringMissing | MailingError::KeyringCannotOpen(_) => Code::CredentialKeyringMissing,
+            MailingError::AccountRefused(_) => Code::AccountRefused,
+            MailingError::AccountUnreachable(_) => Code::AccountUnreachable,
         }
     }
 

@@ -2,6 +2,7 @@
 //! repositories of domains, lists and members, the Idempotency-Key registry, sends and their
 //! queue of copies, and webhooks with their queue of deliveries.
 
+use super::credentials::{CredentialKind, MailCredential};
 use super::model::{
     Consent, Copy, CopyCounts, CopyId, CopyState, Delivery, DeliveryId, DeliveryMode, DeliveryState, Domain, DomainId,
     DomainStatus, DomainVisibility, ListId, ListVisibility, MailingList, Member, MemberFilter, MemberId, MemberStatus,
@@ -21,6 +22,7 @@ pub trait Tx:
     + MeRepo
     + InboundRepo
     + ModerationRepo
+    + CredentialRepo
 {
 }
 
@@ -193,6 +195,9 @@ pub trait SendRepo {
         error: Option<&str>,
         now: Timestamp,
     ) -> Result<bool, StoreError>;
+    /// Puts a leased copy back in the queue, due at `at`, the attempt not counted (its account
+    /// was slowed down before it was tried).
+    fn release_copy(&mut self, id: CopyId, at: Timestamp) -> Result<(), StoreError>;
     /// Open sends (queued or sending) none of whose copies still waits or is leased.
     fn settled_sends(&mut self, limit: u32) -> Result<Vec<SendId>, StoreError>;
     /// Moves a send from an open state to `state`; `false` when it was not open any more (so the
@@ -415,4 +420,25 @@ pub trait InboundRepo {
     fn held_posts(&mut self, list: ListId, page: Page) -> Result<Paged<super::posts::HeldPost>, StoreError>;
     /// Deletes a held post; `false` when it was already gone (decided by someone else).
     fn delete_held(&mut self, list: ListId, id: super::posts::HeldId) -> Result<bool, StoreError>;
+}
+
+/// Mail-account credentials of lists (one per list and kind).
+pub trait CredentialRepo {
+    fn credentials_of(&mut self, list: ListId) -> Result<Vec<MailCredential>, StoreError>;
+    fn credential(&mut self, list: ListId, kind: CredentialKind) -> Result<Option<MailCredential>, StoreError>;
+    /// Every credential of a kind, of every list (the ingest pollers).
+    fn credentials_of_kind(&mut self, kind: CredentialKind) -> Result<Vec<MailCredential>, StoreError>;
+    /// Inserts, or replaces the list's credential of that kind.
+    fn upsert_credential(&mut self, c: &MailCredential) -> Result<(), StoreError>;
+    fn delete_credential(&mut self, list: ListId, kind: CredentialKind) -> Result<bool, StoreError>;
+    /// A session's outcome: `None` sets `last_ok_at`; an error sets `last_error` and `last_error_at`.
+    fn record_credential_outcome(
+        &mut self,
+        list: ListId,
+        kind: CredentialKind,
+        error: Option<&str>,
+        now: Timestamp,
+    ) -> Result<(), StoreError>;
+    /// No copy of the list is claimed before `until` (its submission account said "slow down").
+    fn throttle_submission(&mut self, list: ListId, until: Timestamp) -> Result<(), StoreError>;
 }

@@ -227,3 +227,19 @@ pub fn pending_subscription(m: &Member) -> Value {
         "requested_at": time(Some(m.updated_at)),
     })
 }
+
+/// A mail-account credential: never its password, sealed or not.
+pub fn credential(c: &super::credentials::MailCredential) -> Value {
+    json!({
+        "kind": c.kind.as_str(),
+        "host": c.host,
+        "port": c.port,
+        "security": c.security.as_str(),
+        "username": c.username,
+        "folder": c.folder,
+        "last_ok_at": time(c.last_ok_at),
+        "last_error": c.last_error,
+        "last_error_at": time(c.last_error_at),
+        "updated_at": c.updated_at.to_rfc3339(),
+    })
+}

@@ -1,6 +1,7 @@
 //! `/api/v1/domains/...` (domains, lists, members, CSV import and export), `/dashboard` and
 //! `/system/queue`: parse, call core, render.
 
+pub(crate) mod credentials;
 mod dashboard;
 mod domains;
 pub(crate) mod export;
@@ -27,7 +28,7 @@ use serde_json::json;
 
 const DOMAIN: &[Param] =
     &[Param { name: "domain", kind: ParamKind::Text, description: "the domain's name, e.g. example.org" }];
-const LIST: &[Param] = &[
+pub(super) const LIST: &[Param] = &[
     Param { name: "domain", kind: ParamKind::Text, description: "the domain's name, e.g. example.org" },
     Param { name: "list", kind: ParamKind::Text, description: "the list's local part, e.g. news" },
 ];

@@ -32,6 +32,7 @@ const MIGRATIONS: &[Migration] = &[
     Migration { version: 14, name: "ocr_retention", sql: include_str!("migrations/0014_ocr_retention.sql") },
     Migration { version: 15, name: "access_version", sql: include_str!("migrations/0015_access_version.sql") },
     Migration { version: 16, name: "mail_in", sql: include_str!("migrations/0016_mail_in.sql") },
+    Migration { version: 18, name: "mail_credentials", sql: include_str!("migrations/0018_mail_credentials.sql") },
 ];
 
 /// How many migrations this binary knows.

@@ -8,6 +8,7 @@
 mod access;
 mod audit;
 mod checkpoint;
+mod credentials;
 mod idempotency;
 mod inbound;
 mod invoices;

@@ -31,6 +31,9 @@ pub(super) static COPIES: LazyLock<LeasedQueue> = LazyLock::new(|| {
         "state IN ('queued', 'deferred')",
         "SELECT c.id FROM copies c JOIN lists l ON l.id = c.list_id
          WHERE c.state IN ('queued', 'deferred') AND c.next_attempt_at <= ?1 AND l.send_suspended = 0
+           AND NOT EXISTS (
+               SELECT 1 FROM mail_credentials mc
+               WHERE mc.list_id = c.list_id AND mc.kind = 'submission' AND mc.throttled_until > ?1)
            AND c.dest_domain NOT IN (
                SELECT dest_domain FROM copies WHERE state = 'sending' AND lease_until >= ?1
                GROUP BY dest_domain HAVING COUNT(DISTINCT lease_until) >= ?4)
@@ -230,6 +233,10 @@ impl SendRepo for SqliteTx {
         now: Timestamp,
     ) -> Result<bool, StoreError> {
         COPIES.finish(self.conn(), id.get(), state.as_str(), next_attempt_at, error, now)
+    }
+
+    fn release_copy(&mut self, id: CopyId, at: Timestamp) -> Result<(), StoreError> {
+        COPIES.release(self.conn(), id.get(), at)
     }
 
     fn settled_sends(&mut self, limit: u32) -> Result<Vec<SendId>, StoreError> {
