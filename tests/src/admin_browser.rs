@@ -190,6 +190,11 @@ fn administrator_walk(w: &mut Walk) {
     assert!(w.has("form[action$=\"/news/resume\"]"), "suspended");
     w.submit("form[action$=\"/news/resume\"] button", "list-resumed");
 
+    // The list's moderation queue and mail accounts (no keyring here: shown, not set).
+    w.open("/admin/domains/example.org/lists/news/moderation", "moderation");
+    w.open("/admin/domains/example.org/lists/news/credentials", "credentials");
+    assert!(w.has("#ingest-host") && w.has("#submission-host"), "{}", w.browser.source());
+
     // Members: add one, find it, import a CSV, see the report.
     w.open("/admin/domains/example.org/lists/news/members", "members-empty");
     w.fill("#add-member #email", "ann.lee@example.net");
@@ -340,6 +345,24 @@ fn each_role_sees_what_it_may_and_nothing_more_on_a_phone_in_french() {
         Some(&serde_json::json!({ "email": "reader@example.net" })),
     );
     assert_eq!(added.status, 201, "{}", added.body);
+    // The list turns moderated, and a subscription waits for a moderator.
+    let news = "/api/v1/domains/example.org/lists/news";
+    let patch =
+        call(&w.app, "PATCH", news, &[bearer(&key)], Some(&serde_json::json!({ "subscription_policy": "moderate" })));
+    assert_eq!(patch.status, 200, "{}", patch.body);
+    let held = call(
+        &w.app,
+        "POST",
+        &format!("{news}/members"),
+        &[bearer(&key)],
+        Some(&serde_json::json!({ "email": "waiting@example.net" })),
+    );
+    assert_eq!(
+        (held.status, held.json()["data"]["status"].as_str()),
+        (202, Some("pending_moderation")),
+        "{}",
+        held.body
+    );
     let list = "/admin/domains/example.org/lists/news";
     // The site administrator first, in French: every section.
     w.sign_in("admin@example.org");
@@ -399,6 +422,17 @@ fn each_role_sees_what_it_may_and_nothing_more_on_a_phone_in_french() {
         w.open(list, &format!("{}-list", s.who));
         assert_eq!(w.has("#posting_policy"), s.policies, "{}", s.who);
         assert_eq!(w.has(&format!("a[href=\"{list}/sends\"]")), s.compose, "{}", s.who);
+        assert!(w.has(&format!("a[href=\"{list}/moderation\"]")), "{}: moderates the list", s.who);
+        assert_eq!(w.has(&format!("a[href=\"{list}/credentials\"]")), s.policies, "{}", s.who);
+        if s.who == "moderator" {
+            // The moderator approves the waiting subscription with the queue's button.
+            w.open(&format!("{list}/moderation"), "moderator-queue");
+            assert!(w.browser.source().contains("waiting@example.net"), "{}", w.browser.source());
+            w.submit("button[aria-label=\"Accepter waiting@example.net\"]", "moderator-approved");
+            assert!(!w.browser.source().contains("waiting@example.net"), "decided: {}", w.browser.source());
+            let member = call(&w.app, "GET", &format!("{news}/members/waiting%40example.net"), &[bearer(&key)], None);
+            assert_eq!(member.json()["data"]["status"], "active", "{}", member.body);
+        }
         w.open(&format!("{list}/members"), &format!("{}-members", s.who));
         assert!(w.has("table"), "{}: reads the members", s.who);
         assert_eq!(w.has("#add-member"), s.add_members, "{}", s.who);

@@ -13,8 +13,8 @@
 //! asserts on timings; `--smoke` runs it tiny (CI).
 
 use courrier_benches::{
-    Api, BENCH_EMAIL, BENCH_PASSWORD, Server, check_status, create_api_key, create_bench_user, fmt_latency,
-    free_port, harness_main, loadavg, median, percentile, positive, serve_command, sibling,
+    Api, BENCH_EMAIL, BENCH_PASSWORD, Server, check_status, create_api_key, create_bench_user, fmt_latency, free_port,
+    harness_main, loadavg, median, percentile, positive, serve_command, sibling,
 };
 use serde_json::json;
 use std::io::{BufWriter, Write};
@@ -90,7 +90,8 @@ fn run(o: &Options) -> Result<(), String> {
     let base = format!("http://127.0.0.1:{port}");
     let api = Api::bearer(&base, &key);
     api.expect("POST", "/api/v1/domains", &json!({ "name": "example.org" }), &[201])?;
-    let list = json!({ "name": "big", "display_name": "Big", "owner_email": BENCH_EMAIL, "subscription_policy": "open" });
+    let list =
+        json!({ "name": "big", "display_name": "Big", "owner_email": BENCH_EMAIL, "subscription_policy": "open" });
     api.expect("POST", "/api/v1/domains/example.org/lists", &list, &[201])?;
     println!("bench-admin: courrier {} (release), load average {} at start", courrier.display(), loadavg());
 
@@ -110,8 +111,13 @@ fn run(o: &Options) -> Result<(), String> {
     println!("loaded {} members through the import API in {:.1} s", o.members, t.elapsed().as_secs_f64());
 
     // The administrator's session, as the sign-in form and the API's login open it.
-    let (status, head, body) =
-        request(&base, "POST", "/api/v1/auth/login", "", Some(&json!({ "email": BENCH_EMAIL, "password": BENCH_PASSWORD }).to_string()))?;
+    let (status, head, body) = request(
+        &base,
+        "POST",
+        "/api/v1/auth/login",
+        "",
+        Some(&json!({ "email": BENCH_EMAIL, "password": BENCH_PASSWORD }).to_string()),
+    )?;
     check_status("POST /api/v1/auth/login", status, &body, &[200])?;
     let cookie = head.ok_or("no session cookie")?;
     let session = Session::new(&base, &cookie);
@@ -189,7 +195,9 @@ fn request(
         req = req.header("cookie", cookie);
     }
     let resp = match json_body {
-        Some(b) => agent.run(req.header("content-type", "application/json").body(b.as_bytes().to_vec()).map_err(|e| e.to_string())?),
+        Some(b) => agent.run(
+            req.header("content-type", "application/json").body(b.as_bytes().to_vec()).map_err(|e| e.to_string())?,
+        ),
         None => agent.run(req.body(()).map_err(|e| e.to_string())?),
     };
     let mut resp = resp.map_err(|e| format!("{method} {path}: {e}"))?;

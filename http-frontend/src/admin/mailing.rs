@@ -399,6 +399,7 @@ async fn list_page(State(state): State<AppState>, a: Admin, Path((domain, list))
     let l = core!(a, back, lists::get(&app, &p, &ctx, &dd, &nn)?);
     let target = Target::List(&d, &n);
     let (manage, send) = (may(&a, &target, Perm::Manage), may(&a, &target, Perm::Send));
+    let moderate = may(&a, &target, Perm::Moderate);
     let here = list_path(&d, &n);
     let pol = &l.policies;
     a.page(
@@ -414,6 +415,8 @@ async fn list_page(State(state): State<AppState>, a: Admin, Path((domain, list))
             ul {
                 li { a href=(format!("{here}/members")) { (a.t("Members", "Membres")) } }
                 @if send { li { a href=(format!("{here}/sends")) { (a.t("Compose a send", "Écrire un envoi")) } } }
+                @if moderate { li { a href=(format!("{here}/moderation")) { (a.t("Moderation queue", "File de modération")) } } }
+                @if manage { li { a href=(format!("{here}/credentials")) { (a.t("Mail accounts", "Comptes de messagerie")) } } }
                 li { a href=(back) { (a.t("The domain", "Le domaine")) } }
             }
             @if manage {

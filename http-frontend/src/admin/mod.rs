@@ -9,6 +9,7 @@
 
 mod access;
 mod mailing;
+mod queues;
 mod service;
 
 use crate::AppState;
@@ -132,7 +133,7 @@ pub static ROUTES: &[Route] = &[
 
 /// Every route of the administration pages.
 pub fn routes() -> impl Iterator<Item = &'static Route> {
-    ROUTES.iter().chain(mailing::ROUTES).chain(access::ROUTES).chain(service::ROUTES)
+    ROUTES.iter().chain(mailing::ROUTES).chain(access::ROUTES).chain(service::ROUTES).chain(queues::ROUTES)
 }
 
 async fn stylesheet() -> Response {
