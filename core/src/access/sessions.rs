@@ -90,6 +90,7 @@ mod tests {
     use crate::access::principal::{Credential, SESSION_IDLE_SECS, authenticate};
     use crate::access::{roles, users};
     use crate::adapters::sqlite::SqliteStore;
+    use crate::kernel::Clock;
     use crate::testing::{FixedClock, RecordingTransport};
     use std::sync::Arc;
 
@@ -142,6 +143,14 @@ mod tests {
         let (_dir, _clock, app, user) = world();
         let token = login(&app, &RequestCtx::cli(), "admin@example.org", PASSWORD).unwrap().token;
         assert!(authenticate(&app, &session(&token), false).unwrap().is_site_admin());
+        // (The last site administrator keeps the role: another holds it too.)
+        let other = users::NewUser {
+            email: EmailAddress::parse("other@example.org").unwrap(),
+            profile: Profile::default(),
+            password: None,
+        };
+        let (other, _) = users::create(&app, &Principal::operator(), &RequestCtx::cli(), other).unwrap();
+        roles::grant(&app, &Principal::operator(), &RequestCtx::cli(), other.id, Role::SiteAdmin).unwrap();
         roles::revoke(&app, &Principal::operator(), &RequestCtx::cli(), user.id, Role::SiteAdmin).unwrap();
         assert!(!authenticate(&app, &session(&token), false).unwrap().is_site_admin());
     }
