@@ -236,6 +236,10 @@ fn unknown_admin_pages_answer_the_html_404_page() {
         assert_eq!(p.status, 404, "{path}");
         assert!(p.header("content-type").unwrap().starts_with("text/html") && p.body.contains("<h1>"), "{path}");
     }
+    // A method a page does not take: refused in HTML too.
+    let put = pages.request("PUT", "/admin/domains", Some(""));
+    assert_eq!(put.status, 405);
+    assert!(put.header("content-type").unwrap().starts_with("text/html"), "{}", put.body);
     pages.sign_in("admin@example.org");
     for path in [
         "/admin/domains/nowhere.org",
