@@ -2,6 +2,7 @@
 //! contract's envelopes. No domain rule lives here.
 
 mod access;
+mod admin;
 pub mod auth;
 pub mod blocking;
 pub mod body;
@@ -97,19 +98,32 @@ pub fn router_of(state: AppState, table: impl Iterator<Item = &'static Route>) -
     }
     router
         .fallback(no_such_route)
-        .method_not_allowed_fallback(|| async {
-            ApiError::new(Code::MethodNotAllowed, "this route does not accept that method")
+        .method_not_allowed_fallback(|uri: http::Uri, headers: http::HeaderMap| async move {
+            // A page refuses in HTML, as its 404 does.
+            if is_page(&uri) {
+                let lang = mailing::layout::Lang::of(&headers);
+                let text = lang.t("This page does not take that method.", "Cette page n'accepte pas cette méthode.");
+                let title = lang.t("Not allowed", "Non autorisé");
+                let body = maud::html! { p { (text) } };
+                return mailing::layout::page(lang, http::StatusCode::METHOD_NOT_ALLOWED, title, body);
+            }
+            ApiError::new(Code::MethodNotAllowed, "this route does not accept that method").into_response()
         })
         .with_state(state)
 }
 
-/// An unknown path: under `/p/` (the pages for people) the HTML 404 page in the reader's
+/// An unknown path: under `/p/` and `/admin/` (the pages for people) the HTML 404 page in the reader's
 /// language, elsewhere the API's JSON error.
 async fn no_such_route(uri: http::Uri, headers: http::HeaderMap) -> Response {
-    if uri.path().starts_with("/p/") {
+    if is_page(&uri) {
         return mailing::layout::not_found(mailing::layout::Lang::of(&headers));
     }
     ApiError::new(Code::NotFound, "no such route").into_response()
+}
+
+/// Under `/p/` or `/admin/`: the pages for people, which answer in HTML.
+fn is_page(uri: &http::Uri) -> bool {
+    uri.path().starts_with("/p/") || uri.path().starts_with("/admin/") || uri.path() == "/admin"
 }
 
 fn needs_guard(route: &Route, max_body: usize) -> bool {

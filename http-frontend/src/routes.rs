@@ -15,7 +15,7 @@ pub enum Api {
     Mailing,
     /// The OCR document service, `/api`.
     Ocr,
-    /// Web pages (`/p/...`): HTML for people, in neither OpenAPI document.
+    /// Web pages (`/p/...`, `/admin/...`): HTML for people, in neither OpenAPI document.
     Page,
 }
 
@@ -164,6 +164,7 @@ pub fn all() -> impl Iterator<Item = &'static Route> {
         .chain(crate::mailing::me::ROUTES)
         .chain(crate::mailing::pages::ROUTES)
         .chain(crate::mailing::me_pages::ROUTES)
+        .chain(crate::admin::routes())
         .chain(crate::ocr::ROUTES)
 }
 

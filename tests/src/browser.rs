@@ -170,6 +170,8 @@ impl Browser {
         let caps = json!({ "capabilities": { "alwaysMatch": {
             "browserName": "chrome",
             "pageLoadStrategy": "normal",
+            // A page's confirmation before a destructive action is accepted, as a reader would.
+            "unhandledPromptBehavior": "accept",
             "timeouts": { "implicit": 0, "pageLoad": 60_000, "script": 60_000 },
             "goog:chromeOptions": chrome,
         } } });
@@ -302,6 +304,17 @@ impl Browser {
     /// As [`Browser::execute`], `script` calling its last argument with the result.
     pub fn execute_async(&self, script: &str, args: &[Value]) -> Value {
         self.cmd("POST", "/execute/async", Some(json!({ "script": script, "args": args })))
+    }
+
+    /// A PNG of the current viewport, written to `path` (its folder made when missing).
+    pub fn screenshot(&self, path: &Path) {
+        use base64::Engine;
+        let png = self.cmd("GET", "/screenshot", None);
+        let bytes = base64::engine::general_purpose::STANDARD.decode(png.as_str().unwrap_or_default()).unwrap();
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        std::fs::write(path, bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     }
 
     /// axe-core's violations of the current page (axe injected into it, vendored under

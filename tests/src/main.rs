@@ -4,6 +4,8 @@
 
 mod access;
 mod bounces;
+mod admin_browser;
+mod admin_pages;
 mod cli;
 mod cli_admin;
 mod credentials;

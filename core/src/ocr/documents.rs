@@ -524,6 +524,19 @@ pub fn failed(app: &Service, page: Page) -> Result<Paged<Document>, DocumentErro
     Ok(in_read(&*app.store, |tx| tx.ocr_documents_in_state(DocumentState::Failed, page))?)
 }
 
+/// Every user's documents in `state`, newest first: the operator's listing, for the installation's
+/// administrators on the administration pages.
+pub fn in_state(
+    app: &Service,
+    p: &Principal,
+    state: DocumentState,
+    page: Page,
+) -> Result<Paged<Document>, DocumentError> {
+    p.authorize(crate::access::Perm::Read, &crate::access::model::Target::Installation, "documents")
+        .map_err(UsageError::from)?;
+    Ok(in_read(&*app.store, |tx| tx.ocr_documents_in_state(state, page))?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

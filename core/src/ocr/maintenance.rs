@@ -30,3 +30,14 @@ pub fn set(
         Ok(next)
     })
 }
+
+/// The same switch from the administration pages: the installation's administrators' only.
+pub fn switch(
+    app: &Service,
+    p: &Principal,
+    ctx: &RequestCtx,
+    on: bool,
+) -> Result<Maintenance, crate::access::AccessError> {
+    p.authorize(crate::access::Perm::Manage, &crate::access::model::Target::Installation, "maintenance")?;
+    set(app, p, ctx, on)
+}

@@ -187,6 +187,18 @@ pub fn set_plan(
     })
 }
 
+/// [`set_plan`] from the administration pages: the installation's administrators' only.
+pub fn set_plan_as(
+    app: &Service,
+    p: &Principal,
+    ctx: &RequestCtx,
+    email: &str,
+    pages: Option<u32>,
+) -> Result<Plan, UsageError> {
+    p.authorize(crate::access::Perm::Manage, &crate::access::model::Target::Installation, "plan")?;
+    set_plan(app, p, ctx, email, pages)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -96,7 +96,7 @@ struct LoginBody {
     password: String,
 }
 
-fn session_cookie(state: &AppState, value: &str, max_age: i64) -> HeaderValue {
+pub(crate) fn session_cookie(state: &AppState, value: &str, max_age: i64) -> HeaderValue {
     let secure = if state.access.settings.public_url.starts_with("https://") { "; Secure" } else { "" };
     HeaderValue::from_str(&format!(
         "{SESSION_COOKIE}={value}; Path=/; HttpOnly; SameSite=Lax; Max-Age={max_age}{secure}"

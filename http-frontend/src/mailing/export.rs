@@ -23,6 +23,18 @@ pub(super) async fn export_members(
     Path((domain, list)): Path<(String, String)>,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
+    csv(state, p, ctx, domain, list, raw).await
+}
+
+/// The export's answer, for the API route and the administration page alike.
+pub(crate) async fn csv(
+    state: AppState,
+    p: std::sync::Arc<courrier_core::access::Principal>,
+    ctx: courrier_core::access::principal::RequestCtx,
+    domain: String,
+    list: String,
+    raw: Option<String>,
+) -> Result<Response, ApiError> {
     let q = QueryParams::parse(raw.as_deref(), &["status", "delivery_mode"])?;
     let filter = MemberFilter::parse(q.get("status"), q.get("delivery_mode"), None, None)?;
     let (d, l) = names(&domain, &list)?;

@@ -4,7 +4,7 @@
 pub(crate) mod credentials;
 mod dashboard;
 mod domains;
-mod export;
+pub(crate) mod export;
 mod idempotency;
 mod import;
 pub(crate) mod layout;
