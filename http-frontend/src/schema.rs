@@ -869,5 +869,7 @@ pub const HELD_DECIDED: Schema = Schema(|| {
     object(&["id", "decision"], json!({ "id": { "type": "integer" }, "decision": enum_of(&["rejected", "discarded"]) }))
 });
 /// The optional body of a rejection.
-pub const HELD_REJECT: Schema =
-    Schema(|| closed(&[], json!({ "reason": opt(json!({ "type": "string", "maxLength": 4096 })) })));
+/// What `check_text` accepts: no control characters but line breaks and tabs.
+pub const HELD_REJECT: Schema = Schema(|| {
+    closed(&[], json!({ "reason": opt(json!({ "type": "string", "maxLength": 4096, "pattern": MULTI_LINE })) }))
+});
