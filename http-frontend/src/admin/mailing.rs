@@ -19,8 +19,8 @@ use courrier_core::mailing::idempotency::Keyed;
 use courrier_core::mailing::import::{self, ImportConsent};
 use courrier_core::mailing::members::{self, AddMember, MemberRef};
 use courrier_core::mailing::model::{
-    DeliveryMode, DigestFrequency, DomainStatus, ListKind, ListStatus, MemberFilter, MemberStatus, PostingPolicy,
-    ReplyTo, SendId, SubscriptionPolicy,
+    DeliveryMode, DigestFrequency, DmarcMitigation, DomainStatus, ListKind, ListStatus, MemberFilter, MemberStatus,
+    PostingPolicy, ReplyTo, SendId, SubscriptionPolicy,
 };
 use courrier_core::mailing::{dns_check, domains, lists, sends, views};
 use maud::{Markup, html};
@@ -434,6 +434,7 @@ async fn list_page(State(state): State<AppState>, a: Admin, Path((domain, list))
                     (options("posting_policy", a.t("Posting policy", "Politique de publication"), &PostingPolicy::names(), Some(pol.posting_policy.as_str()), None))
                     (options("reply_to", a.t("Replies go to", "Les réponses vont à"), &ReplyTo::names(), Some(pol.reply_to.as_str()), None))
                     (options("digest_frequency", a.t("Digest frequency", "Fréquence des résumés"), &DigestFrequency::names(), Some(pol.digest_frequency.as_str()), None))
+                    (options("dmarc_mitigation", a.t("Posters whose domain refuses forwarding (DMARC)", "Auteurs dont le domaine refuse le relais (DMARC)"), &DmarcMitigation::names(), Some(pol.dmarc_mitigation.as_str()), None))
                     (text_field("subject_tag", a.t("Subject tag", "Préfixe du sujet"), pol.subject_tag.as_deref().unwrap_or(""), "text", false))
                     label for="footer_text" { (a.t("Footer (text)", "Pied de message (texte)")) }
                     textarea id="footer_text" name="footer_text" rows="3" { (pol.footer_text.as_deref().unwrap_or("")) }
@@ -441,6 +442,7 @@ async fn list_page(State(state): State<AppState>, a: Admin, Path((domain, list))
                     textarea id="footer_html" name="footer_html" rows="3" { (pol.footer_html.as_deref().unwrap_or("")) }
                     (text_field("bounce_disable_score", a.t("Bounce score that stops delivery", "Score de rejets qui suspend l'envoi"), &pol.bounce_disable_score.to_string(), "number", true))
                     (text_field("max_message_kb", a.t("Largest message (KiB)", "Message le plus grand (Kio)"), &pol.max_message_kb.to_string(), "number", true))
+                    (text_field("held_days", a.t("Days a held post waits for a moderator", "Jours d'attente d'un message retenu"), &pol.held_days.to_string(), "number", true))
                     button type="submit" { (a.t("Save", "Enregistrer")) }
                 }
             }
@@ -471,6 +473,8 @@ async fn list_change(
                 bounce_disable_score: number(&f, "bounce_disable_score")?,
                 digest_frequency: choice(&f, "digest_frequency", DigestFrequency::parse)?,
                 max_message_kb: number(&f, "max_message_kb")?,
+                held_days: number(&f, "held_days")?,
+                dmarc_mitigation: choice(&f, "dmarc_mitigation", DmarcMitigation::parse)?,
             },
         ))
     })();
