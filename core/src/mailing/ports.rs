@@ -20,7 +20,7 @@ pub trait Tx:
     + SendRepo
     + WebhookRepo
     + MeRepo
-    + InboundRepo
+    + InboxRepo
     + ModerationRepo
     + CredentialRepo
     + BounceRepo
@@ -393,7 +393,7 @@ pub trait CredentialRepo {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewInbound<'a> {
     pub list_id: ListId,
-    pub role: &'a super::inbound::Role,
+    pub role: &'a super::model::Role,
     pub recipient: &'a str,
     /// `None` for the null reverse-path `<>`.
     pub envelope_from: Option<&'a str>,
@@ -404,49 +404,49 @@ pub struct NewInbound<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewHeldPost<'a> {
     pub list_id: ListId,
-    pub inbound_id: Option<super::inbound::InboundId>,
+    pub inbound_id: Option<super::model::InboundId>,
     pub raw: &'a [u8],
     pub envelope_from: Option<&'a str>,
     pub from: Option<&'a str>,
     pub subject: Option<&'a str>,
     pub message_id: Option<&'a str>,
-    pub reason: super::posts::HoldReason,
+    pub reason: super::model::HoldReason,
 }
 
 /// Messages received by mail (the inbound store) and the posts held for moderation.
-pub trait InboundRepo {
-    fn insert_inbound(&mut self, m: &NewInbound<'_>, now: Timestamp) -> Result<super::inbound::InboundId, StoreError>;
+pub trait InboxRepo {
+    fn insert_inbound(&mut self, m: &NewInbound<'_>, now: Timestamp) -> Result<super::model::InboundId, StoreError>;
     fn inbound_by_id(
         &mut self,
-        id: super::inbound::InboundId,
-    ) -> Result<Option<super::inbound::InboundMessage>, StoreError>;
+        id: super::model::InboundId,
+    ) -> Result<Option<super::model::InboundMessage>, StoreError>;
     /// Up to `limit` messages still `received` with an id above `after`, in id order.
     fn inbound_waiting(
         &mut self,
-        after: Option<super::inbound::InboundId>,
+        after: Option<super::model::InboundId>,
         limit: u32,
-    ) -> Result<Vec<super::inbound::InboundId>, StoreError>;
+    ) -> Result<Vec<super::model::InboundId>, StoreError>;
     /// Marks a `received` message `done` with its outcome; `false` when it was not `received`
     /// any more (another process handled it: the caller undoes what it did).
     fn finish_inbound(
         &mut self,
-        id: super::inbound::InboundId,
+        id: super::model::InboundId,
         outcome: &str,
         now: Timestamp,
     ) -> Result<bool, StoreError>;
     /// Whether a post with this Message-ID was posted to (or held for) the list after `since`.
     fn message_id_seen(&mut self, list: ListId, message_id: &str, since: Timestamp) -> Result<bool, StoreError>;
 
-    fn insert_held(&mut self, h: &NewHeldPost<'_>, now: Timestamp) -> Result<super::posts::HeldId, StoreError>;
+    fn insert_held(&mut self, h: &NewHeldPost<'_>, now: Timestamp) -> Result<super::model::HeldId, StoreError>;
     fn held_by_id(
         &mut self,
         list: ListId,
-        id: super::posts::HeldId,
-    ) -> Result<Option<super::posts::HeldPost>, StoreError>;
+        id: super::model::HeldId,
+    ) -> Result<Option<super::model::HeldPost>, StoreError>;
     /// The list's held posts, oldest first (the raw message left out: `raw` is empty).
-    fn held_posts(&mut self, list: ListId, page: Page) -> Result<Paged<super::posts::HeldPost>, StoreError>;
+    fn held_posts(&mut self, list: ListId, page: Page) -> Result<Paged<super::model::HeldPost>, StoreError>;
     /// Deletes a held post; `false` when it was already gone (decided by someone else).
-    fn delete_held(&mut self, list: ListId, id: super::posts::HeldId) -> Result<bool, StoreError>;
+    fn delete_held(&mut self, list: ListId, id: super::model::HeldId) -> Result<bool, StoreError>;
 }
 
 /// A bounce to record.

@@ -4,6 +4,7 @@
 //! `message.held`). Moderation's approve calls [`publish`] too.
 
 use super::inbound::{self, InboundId, InboundMessage};
+pub use super::model::{HeldId, HeldPost, HoldReason};
 use super::model::{ListId, ListStatus, MailingList, MemberStatus, PostingPolicy, SendKind};
 use super::ports::{NewHeldPost, NewSend, Tx};
 use super::sends::{self, Submitted};
@@ -16,75 +17,10 @@ use crate::storage::{in_read, in_write};
 use mail_parser::MessageParser;
 use serde_json::json;
 
-crate::id_type!(
-    /// A post held for moderation.
-    HeldId
-);
-
 /// A Message-ID seen on the list this recently makes a post a duplicate.
 pub const DUPLICATE_WINDOW_SECS: i64 = 7 * 24 * 3600;
 /// The longest text kept on a send made from a post (digests read it).
 const MAX_TEXT_BYTES: usize = 256 * 1024;
-
-/// Why a post waits for a moderator (the wire names of `decisions.md`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum HoldReason {
-    /// `members` policy, and the poster is not an active member.
-    NotMember,
-    /// `moderated` policy: every post.
-    Moderated,
-    /// `owners` policy, and the poster is neither owner nor moderator.
-    OwnersOnly,
-    /// The list's sending is suspended.
-    Suspended,
-    /// The list is archived.
-    Archived,
-    /// Over `max_message_kb`, fetched from a mailbox (LMTP refuses it instead).
-    TooLarge,
-}
-
-impl HoldReason {
-    pub const ALL: &'static [HoldReason] = &[
-        HoldReason::NotMember,
-        HoldReason::Moderated,
-        HoldReason::OwnersOnly,
-        HoldReason::Suspended,
-        HoldReason::Archived,
-        HoldReason::TooLarge,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HoldReason::NotMember => "not_member",
-            HoldReason::Moderated => "moderated",
-            HoldReason::OwnersOnly => "owners_only",
-            HoldReason::Suspended => "suspended",
-            HoldReason::Archived => "archived",
-            HoldReason::TooLarge => "too_large",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.iter().copied().find(|r| r.as_str() == s)
-    }
-}
-
-/// A held post as stored.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HeldPost {
-    pub id: HeldId,
-    pub list_id: ListId,
-    pub inbound_id: Option<InboundId>,
-    /// The whole message (empty in listings).
-    pub raw: Vec<u8>,
-    pub envelope_from: Option<String>,
-    pub from: Option<String>,
-    pub subject: Option<String>,
-    pub message_id: Option<String>,
-    pub received_at: Timestamp,
-    pub reason: HoldReason,
-    pub size: u64,
-}
 
 /// Why a post was not posted and not held.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
