@@ -12,8 +12,8 @@ use courrier_core::kernel::{DomainName, EmailAddress, ListName, Page};
 use courrier_core::mailing::import::{self, ImportConsent};
 use courrier_core::mailing::members::{self as member_ops, AddMember, MemberRef};
 use courrier_core::mailing::model::{
-    DigestFrequency, Domain, DomainStatus, ListStatus, MailingList, Member, MemberFilter, PostingPolicy, ReplyTo,
-    SubscriptionPolicy,
+    DigestFrequency, DmarcMitigation, Domain, DomainStatus, ListStatus, MailingList, Member, MemberFilter,
+    PostingPolicy, ReplyTo, SubscriptionPolicy,
 };
 use courrier_core::mailing::{domains, export, lists, views};
 use serde_json::json;
@@ -116,6 +116,10 @@ pub struct ListPolicyArgs {
     /// From 1 to 102400.
     #[arg(long)]
     max_message_kb: Option<String>,
+    /// munge_from or none: what a post's copies do when the poster's domain publishes DMARC
+    /// p=reject or p=quarantine.
+    #[arg(long)]
+    dmarc_mitigation: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -150,7 +154,7 @@ pub enum ListCommand {
         #[command(flatten)]
         list: ListArgs,
         #[command(flatten)]
-        policies: ListPolicyArgs,
+        policies: Box<ListPolicyArgs>,
     },
     /// Suspend distribution: queued copies wait until the list is resumed.
     Suspend {
@@ -403,6 +407,7 @@ fn list_text(l: &MailingList) -> String {
         format!("digests        {}", p.digest_frequency.as_str()),
         format!("bounce score   {} disables", p.bounce_disable_score),
         format!("max message    {} KiB", p.max_message_kb),
+        format!("dmarc          {}", p.dmarc_mitigation.as_str()),
     ]
     .join("\n")
 }
@@ -478,6 +483,12 @@ pub fn list(config: &Config, cmd: ListCommand, json: bool) -> Result<(), CliErro
                     &DigestFrequency::names(),
                 )?,
                 max_message_kb: number("max_message_kb", a.max_message_kb.as_deref())?,
+                dmarc_mitigation: wire(
+                    "dmarc_mitigation",
+                    a.dmarc_mitigation.as_deref(),
+                    DmarcMitigation::parse,
+                    &DmarcMitigation::names(),
+                )?,
             };
             let app = services(config, crate::build_info())?.mailing;
             let found = lists::update(&app, &p, &ctx, &d, &l, patch)?;

@@ -421,6 +421,7 @@ pub const LIST_DETAIL: Schema = Schema(|| {
             "bounce_disable_score": { "type": "integer" },
             "digest_frequency": enum_of(&["daily", "weekly"]),
             "max_message_kb": { "type": "integer" },
+            "dmarc_mitigation": enum_of(&["munge_from", "none"]),
             "created_at": { "type": "string", "format": "date-time" },
             "updated_at": { "type": "string", "format": "date-time" }
         }),
@@ -457,7 +458,8 @@ pub const LIST_PATCH: Schema = Schema(|| {
             "reply_to": opt(enum_of(&["list", "poster"])),
             "bounce_disable_score": opt(json!({ "type": "integer", "minimum": 1, "maximum": 1000 })),
             "digest_frequency": opt(enum_of(&["daily", "weekly"])),
-            "max_message_kb": opt(json!({ "type": "integer", "minimum": 1, "maximum": 102400 }))
+            "max_message_kb": opt(json!({ "type": "integer", "minimum": 1, "maximum": 102400 })),
+            "dmarc_mitigation": opt(enum_of(&["munge_from", "none"]))
         }),
     )
 });

@@ -272,9 +272,16 @@ async fn session(stream: TcpStream, app: &Arc<Service>, limits: &LmtpLimits) -> 
                 // No list takes more than its limit: read no more than the largest of them.
                 let cap =
                     env.recipients.iter().map(Resolved::max_bytes).max().unwrap_or(0).min(limits.max_message_bytes);
-                let Some(data) = read_data(&mut read, cap, limits.data_timeout).await? else {
-                    reply(&mut write, "421 4.4.2 timeout or connection lost in DATA").await?;
-                    return Ok(());
+                let data = match read_data(&mut read, cap, limits.max_message_bytes, limits.data_timeout).await? {
+                    Some(Data::Flood) => {
+                        reply(&mut write, "552 5.3.4 message far over the size limit, closing").await?;
+                        return Ok(());
+                    }
+                    Some(data) => data,
+                    None => {
+                        reply(&mut write, "421 4.4.2 timeout or connection lost in DATA").await?;
+                        return Ok(());
+                    }
                 };
                 let env = std::mem::take(&mut env);
                 deliver(&mut write, app, env, data).await?;
@@ -294,19 +301,31 @@ async fn session(stream: TcpStream, app: &Arc<Service>, limits: &LmtpLimits) -> 
     }
 }
 
-/// The message as read: its bytes (dot-unstuffed), or how large it was when it went over `cap`.
+/// The message as read: its bytes (dot-unstuffed), or that it went over `cap`.
 enum Data {
     Message(Vec<u8>),
     TooLarge,
+    /// Over the cap by more than the server's hard limit again: the client is not stopping; the
+    /// connection is closed rather than read for ever.
+    Flood,
 }
 
 /// Reads message data to the lone dot. `None` when the peer went silent or away.
-async fn read_data<R: AsyncBufRead + Unpin>(r: &mut R, cap: usize, timeout: Duration) -> std::io::Result<Option<Data>> {
+async fn read_data<R: AsyncBufRead + Unpin>(
+    r: &mut R,
+    cap: usize,
+    flood: usize,
+    timeout: Duration,
+) -> std::io::Result<Option<Data>> {
     let mut message = Vec::with_capacity(cap.min(64 * 1024));
     let mut over = false;
+    let mut discarded: usize = 0;
     let mut line = Vec::with_capacity(1024);
     loop {
         line.clear();
+        if discarded > flood {
+            return Ok(Some(Data::Flood));
+        }
         // One line may not be longer than what is left of the allowance (plus its dot and CRLF).
         let room = cap.saturating_sub(message.len()) + 3;
         let got = match tokio::time::timeout(timeout, read_line(r, &mut line, room)).await {
@@ -315,18 +334,22 @@ async fn read_data<R: AsyncBufRead + Unpin>(r: &mut R, cap: usize, timeout: Dura
         };
         match got {
             Line::Eof => return Ok(None),
-            Line::TooLong => over = true,
+            Line::TooLong => {
+                over = true;
+                discarded = discarded.saturating_add(room);
+            }
             Line::Complete => {
                 if line == b".\r\n" || line == b".\n" {
                     return Ok(Some(if over { Data::TooLarge } else { Data::Message(message) }));
                 }
-                if !over {
-                    let body = if line.first() == Some(&b'.') { &line[1..] } else { &line[..] };
-                    if message.len() + body.len() > cap {
-                        over = true;
-                    } else {
-                        message.extend_from_slice(body);
-                    }
+                let body = if line.first() == Some(&b'.') { &line[1..] } else { &line[..] };
+                if !over && message.len() + body.len() > cap {
+                    over = true;
+                }
+                if over {
+                    discarded = discarded.saturating_add(body.len());
+                } else {
+                    message.extend_from_slice(body);
                 }
             }
         }
@@ -344,7 +367,7 @@ async fn deliver<W: AsyncWrite + Unpin>(
 ) -> std::io::Result<()> {
     let size = match &data {
         Data::Message(m) => m.len(),
-        Data::TooLarge => usize::MAX,
+        Data::TooLarge | Data::Flood => usize::MAX,
     };
     let fits: Vec<bool> = env.recipients.iter().map(|r| inbound::check_size(r, size).is_ok()).collect();
     let to_store: Vec<Resolved> =
@@ -439,13 +462,18 @@ mod tests {
     #[tokio::test]
     async fn data_is_unstuffed_and_stops_at_the_cap() {
         let mut r = BufReader::new(&b"a\r\n..b\r\n.\r\nNEXT\r\n"[..]);
-        let Some(Data::Message(m)) = read_data(&mut r, 100, Duration::from_secs(1)).await.unwrap() else { panic!() };
+        let Some(Data::Message(m)) = read_data(&mut r, 100, 1000, Duration::from_secs(1)).await.unwrap() else {
+            panic!()
+        };
         assert_eq!(m, b"a\r\n.b\r\n");
         let mut rest = Vec::new();
         read_line(&mut r, &mut rest, 100).await.unwrap();
         assert_eq!(rest, b"NEXT\r\n", "the next command is left unread");
         let mut r = BufReader::new(&b"0123456789\r\n0123456789\r\n.\r\n"[..]);
-        assert!(matches!(read_data(&mut r, 15, Duration::from_secs(1)).await.unwrap(), Some(Data::TooLarge)));
+        assert!(matches!(read_data(&mut r, 15, 1000, Duration::from_secs(1)).await.unwrap(), Some(Data::TooLarge)));
+        let endless = "0123456789\r\n".repeat(100);
+        let mut r = BufReader::new(endless.as_bytes());
+        assert!(matches!(read_data(&mut r, 15, 100, Duration::from_secs(1)).await.unwrap(), Some(Data::Flood)));
     }
 
     #[test]

@@ -12,6 +12,7 @@ mod envelopes;
 mod extraction;
 mod invoice_layouts;
 mod invoices;
+mod mail_in;
 mod members;
 mod ocr;
 mod ocr_clients;

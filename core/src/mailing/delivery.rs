@@ -83,6 +83,7 @@ pub fn run_once(app: &Service, cfg: &DeliveryConfig) -> Result<Round, MailingErr
         round.requeued = tx.requeue_expired(now)?;
         let copies = tx.claim_copies(now, now.plus_secs(cfg.lease_secs), cfg.batch, cfg.domain_concurrency)?;
         let mut sends: HashMap<i64, SendRecord> = HashMap::new();
+        let mut posts: HashMap<i64, Vec<u8>> = HashMap::new();
         let mut lists: HashMap<i64, MailingList> = HashMap::new();
         let mut signers: HashMap<i64, Option<dkim::Signer>> = HashMap::new();
         let mut prepared = Vec::with_capacity(copies.len());
@@ -91,6 +92,9 @@ pub fn run_once(app: &Service, cfg: &DeliveryConfig) -> Result<Round, MailingErr
                 && let Some(s) = tx.send_by_id(copy.list_id, copy.send_id)?
             {
                 tx.mark_sending(s.id)?;
+                if let Some(raw) = tx.send_raw(s.id)? {
+                    posts.insert(s.id.get(), raw);
+                }
                 e.insert(s);
             }
             if let std::collections::hash_map::Entry::Vacant(e) = lists.entry(copy.list_id.get())
@@ -114,9 +118,22 @@ pub fn run_once(app: &Service, cfg: &DeliveryConfig) -> Result<Round, MailingErr
             )?;
             prepared.push((copy, token));
         }
-        Ok::<_, MailingError>((prepared, sends, lists, signers))
+        Ok::<_, MailingError>((prepared, sends, lists, signers, posts))
     })?;
-    let (prepared, sends, lists, signers) = claimed;
+    let (prepared, sends, lists, signers, posts) = claimed;
+    // A send made from a post: its copies are built from the post, once for the batch (the
+    // poster's DMARC policy looked up outside any transaction).
+    let templates: HashMap<i64, compose::PostTemplate> = posts
+        .iter()
+        .filter_map(|(id, raw)| {
+            let send = sends.get(id)?;
+            let list = lists.get(&send.list_id.get())?;
+            let poster = super::posts::summarize(raw, None).from;
+            let domain = poster.as_ref().map(|a| a.domain().as_str());
+            let from = super::dmarc::from_handling(&app.mail_in.dmarc, &*app.egress.dns, list, domain, now);
+            Some((*id, compose::post_template(list, send, raw, from, now)?))
+        })
+        .collect();
     round.claimed = prepared.len() as u64;
     let mut outcomes = Vec::with_capacity(prepared.len());
     for (copy, token) in &prepared {
@@ -125,14 +142,17 @@ pub fn run_once(app: &Service, cfg: &DeliveryConfig) -> Result<Round, MailingErr
             continue;
         };
         let url = format!("{}/p/unsubscribe/{token}", app.settings.public_url);
-        let mut message = compose(&compose::Copy {
-            list,
-            send,
-            copy_id: copy.id.get(),
-            recipient: &copy.recipient,
-            unsubscribe_url: &url,
-            now,
-        });
+        let mut message = match templates.get(&send.id.get()) {
+            Some(t) => t.copy(list, copy.id.get(), &copy.recipient, &url),
+            None => compose(&compose::Copy {
+                list,
+                send,
+                copy_id: copy.id.get(),
+                recipient: &copy.recipient,
+                unsubscribe_url: &url,
+                now,
+            }),
+        };
         dkim::sign_message(signers.get(&list.domain_id.get()).and_then(Option::as_ref), &mut message, now);
         let at = app.clock.now();
         let outcome = match app.mail.send(&message) {

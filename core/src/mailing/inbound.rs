@@ -253,6 +253,9 @@ pub enum Processed {
     Bounce(super::bounces::Received),
     /// Its role's handler is not part of this pipeline yet: left `received`.
     Waiting,
+    /// The rules could not process it (its list is gone, ...): recorded `failed` and logged, so
+    /// it does not come back at every round.
+    Failed(String),
     /// Already processed (by another process, or before a restart).
     AlreadyDone,
 }
@@ -271,10 +274,27 @@ pub fn process(app: &Service, id: InboundId) -> Result<Processed, super::Mailing
         return Ok(Processed::AlreadyDone);
     }
     match m.role {
-        Role::Post => Ok(posts::accept(app, &m)?.map_or(Processed::AlreadyDone, Processed::Done)),
-        Role::Bounces { .. } => {
-            Ok(super::bounces::receive_inbound(app, &m)?.map_or(Processed::AlreadyDone, Processed::Bounce))
-        }
+        Role::Post => match posts::accept(app, &m) {
+            Ok(done) => Ok(done.map_or(Processed::AlreadyDone, Processed::Done)),
+            // The database could not be used: transient, the message is processed again later.
+            Err(e @ super::MailingError::Store(_)) => Err(e),
+            Err(e) => {
+                tracing::error!(inbound = id.get(), error = %e, "a received post could not be processed");
+                let now = app.clock.now();
+                in_write(&*app.store, |tx| tx.finish_inbound(id, "failed", now))?;
+                Ok(Processed::Failed(e.to_string()))
+            }
+        },
+        Role::Bounces { .. } => match super::bounces::receive_inbound(app, &m) {
+            Ok(done) => Ok(done.map_or(Processed::AlreadyDone, Processed::Bounce)),
+            Err(e @ super::MailingError::Store(_)) => Err(e),
+            Err(e) => {
+                tracing::error!(inbound = id.get(), error = %e, "a received bounce could not be processed");
+                let now = app.clock.now();
+                in_write(&*app.store, |tx| tx.finish_inbound(id, "failed", now))?;
+                Ok(Processed::Failed(e.to_string()))
+            }
+        },
         Role::Request | Role::Join | Role::Leave | Role::Owner => Ok(Processed::Waiting),
     }
 }
@@ -307,6 +327,8 @@ pub fn process_after(app: &Service, cursor: &mut Option<InboundId>) -> Result<u6
 #[derive(Debug, Default)]
 pub struct MailIn {
     pub wakeup: Wakeup,
+    /// Posters' DMARC policies, for the copies' `From`.
+    pub dmarc: super::dmarc::Cache,
 }
 
 /// Tells the processing loop that messages were stored (the LMTP frontend rings it after its
@@ -423,6 +445,7 @@ mod tests {
             Processed::Done(o) => o.as_str(),
             Processed::Bounce(_) => "bounce",
             Processed::Waiting => "waiting",
+            Processed::Failed(_) => "failed",
             Processed::AlreadyDone => "already",
         }
     }

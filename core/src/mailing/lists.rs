@@ -44,6 +44,7 @@ pub struct ListPatch {
     pub bounce_disable_score: Option<u32>,
     pub digest_frequency: Option<DigestFrequency>,
     pub max_message_kb: Option<u32>,
+    pub dmarc_mitigation: Option<super::model::DmarcMitigation>,
 }
 
 /// Authorises `need` on the list and loads it (404 unknown or out of reach; 403 without the
@@ -238,6 +239,9 @@ pub fn update(
         }
         if let Some(v) = patch.max_message_kb {
             pol.max_message_kb = v;
+        }
+        if let Some(v) = patch.dmarc_mitigation {
+            pol.dmarc_mitigation = v;
         }
         l.updated_at = now;
         tx.update_list(&l)?;

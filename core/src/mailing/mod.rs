@@ -11,6 +11,7 @@ pub mod dashboard;
 pub mod delivery;
 pub mod digests;
 pub mod dkim;
+pub mod dmarc;
 pub mod dns_check;
 pub mod domains;
 pub mod export;

@@ -61,6 +61,11 @@ wire_enum!(ListStatus { Active = "active", Archived = "archived" });
 wire_enum!(ReplyTo { List = "list", Poster = "poster" });
 wire_enum!(DigestFrequency { Daily = "daily", Weekly = "weekly" });
 wire_enum!(
+    /// What a post's copies do when the poster's domain publishes DMARC `p=reject` or
+    /// `p=quarantine`: `munge_from` (From becomes the list, the poster in Reply-To) or `none`.
+    DmarcMitigation { MungeFrom = "munge_from", None = "none" }
+);
+wire_enum!(
     MemberStatus { Pending = "pending", Active = "active", Disabled = "disabled", Unsubscribed = "unsubscribed", Removed = "removed" }
 );
 wire_enum!(
@@ -97,6 +102,7 @@ pub struct ListPolicies {
     pub bounce_disable_score: u32,
     pub digest_frequency: DigestFrequency,
     pub max_message_kb: u32,
+    pub dmarc_mitigation: DmarcMitigation,
 }
 
 impl ListPolicies {
@@ -116,6 +122,7 @@ impl ListPolicies {
             bounce_disable_score: 5,
             digest_frequency: DigestFrequency::Daily,
             max_message_kb: 1024,
+            dmarc_mitigation: DmarcMitigation::MungeFrom,
         }
     }
 }

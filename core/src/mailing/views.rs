@@ -62,6 +62,7 @@ pub fn list_detail(l: &MailingList) -> Value {
         "bounce_disable_score": p.bounce_disable_score,
         "digest_frequency": p.digest_frequency.as_str(),
         "max_message_kb": p.max_message_kb,
+        "dmarc_mitigation": p.dmarc_mitigation.as_str(),
         "created_at": l.created_at.to_rfc3339(),
         "updated_at": l.updated_at.to_rfc3339(),
     });

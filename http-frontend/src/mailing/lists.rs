@@ -12,7 +12,7 @@ use axum::extract::{Path, RawQuery, State};
 use courrier_core::access::Principal;
 use courrier_core::kernel::{EmailAddress, ListName};
 use courrier_core::mailing::lists;
-use courrier_core::mailing::model::{DigestFrequency, ListKind, ListStatus, PostingPolicy, ReplyTo};
+use courrier_core::mailing::model::{DigestFrequency, DmarcMitigation, ListKind, ListStatus, PostingPolicy, ReplyTo};
 use serde::Deserialize;
 use serde_json::Value;
 use std::sync::Arc;
@@ -100,6 +100,7 @@ pub(super) struct ListPatchBody {
     digest_frequency: Option<String>,
     #[serde(default, with = "crate::body::whole")]
     max_message_kb: Option<u32>,
+    dmarc_mitigation: Option<String>,
 }
 
 pub(super) async fn update_list(
@@ -127,6 +128,12 @@ pub(super) async fn update_list(
             &DigestFrequency::names(),
         )?,
         max_message_kb: b.max_message_kb,
+        dmarc_mitigation: parse_enum(
+            "dmarc_mitigation",
+            b.dmarc_mitigation,
+            DmarcMitigation::parse,
+            &DmarcMitigation::names(),
+        )?,
     };
     let app = state.mailing.clone();
     let found = run_blocking(move || Ok(lists::update(&app, &p, &ctx, &d, &l, patch)?)).await?;
