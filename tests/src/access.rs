@@ -263,6 +263,10 @@ fn probe(app: &TestApp, admin: &User, method: &str, path: &str, n: usize) -> (St
             Some(json!({ "name": format!("l{n}"), "display_name": "L", "owner_email": "admin@example.org" }))
         }
         ("PATCH", "/api/v1/domains/example.org/lists/news") => Some(json!({ "subject_tag": format!("[n{n}]") })),
+        // An active member set active stays as it is (re-enabling is for disabled ones).
+        ("PATCH", p) if p.starts_with("/api/v1/domains/example.org/lists/news/members/") => {
+            Some(json!({ "status": "active" }))
+        }
         ("POST", "/api/v1/domains/example.org/lists/news/members") => {
             Some(json!({ "email": format!("new{n}@example.net") }))
         }
