@@ -10,30 +10,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// How the session is protected: TLS from the first byte, or STARTTLS (refused when the server
-/// does not offer it: never a downgrade to plain text).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Security {
-    Tls,
-    StartTls,
-}
-
-impl Security {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Security::Tls => "tls",
-            Security::StartTls => "starttls",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "tls" => Some(Security::Tls),
-            "starttls" => Some(Security::StartTls),
-            _ => None,
-        }
-    }
-}
+pub use super::model::Security;
 
 /// Gives the address to connect to, checked by the egress guard, each time a connection opens
 /// (a long-lived submission transport re-resolves, so a rebinding cannot take it elsewhere).

@@ -570,3 +570,69 @@ pub struct HeldPost {
     pub reason: HoldReason,
     pub size: u64,
 }
+
+/// How the session is protected: TLS from the first byte, or STARTTLS (refused when the server
+/// does not offer it: never a downgrade to plain text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Security {
+    Tls,
+    StartTls,
+}
+
+impl Security {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Security::Tls => "tls",
+            Security::StartTls => "starttls",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "tls" => Some(Security::Tls),
+            "starttls" => Some(Security::StartTls),
+            _ => None,
+        }
+    }
+}
+
+/// The two kinds of account a list may have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CredentialKind {
+    Ingest,
+    Submission,
+}
+
+impl CredentialKind {
+    pub const ALL: [CredentialKind; 2] = [CredentialKind::Ingest, CredentialKind::Submission];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CredentialKind::Ingest => "ingest",
+            CredentialKind::Submission => "submission",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+/// A stored credential. `password_sealed` is the keyring's sealed text, never the password.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MailCredential {
+    pub list_id: ListId,
+    pub kind: CredentialKind,
+    pub host: String,
+    pub port: u16,
+    pub security: Security,
+    pub username: String,
+    pub password_sealed: String,
+    /// The IMAP folder (`ingest` only).
+    pub folder: Option<String>,
+    pub last_ok_at: Option<Timestamp>,
+    pub last_error: Option<String>,
+    pub last_error_at: Option<Timestamp>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}

@@ -2,11 +2,10 @@
 //! repositories of domains, lists and members, the Idempotency-Key registry, sends and their
 //! queue of copies, and webhooks with their queue of deliveries.
 
-use super::credentials::{CredentialKind, MailCredential};
 use super::model::{
-    Consent, Copy, CopyCounts, CopyId, CopyState, Delivery, DeliveryId, DeliveryMode, DeliveryState, Domain, DomainId,
-    DomainStatus, DomainVisibility, ListId, ListVisibility, MailingList, Member, MemberFilter, MemberId, MemberStatus,
-    NewMember, SendId, SendRecord, SendState, StatusCounts, Webhook, WebhookId,
+    Consent, Copy, CopyCounts, CopyId, CopyState, CredentialKind, Delivery, DeliveryId, DeliveryMode, DeliveryState,
+    Domain, DomainId, DomainStatus, DomainVisibility, ListId, ListVisibility, MailCredential, MailingList, Member,
+    MemberFilter, MemberId, MemberStatus, NewMember, SendId, SendRecord, SendState, StatusCounts, Webhook, WebhookId,
 };
 use crate::kernel::{DomainName, EmailAddress, Event, EventId, Timestamp};
 use crate::kernel::{Page, Paged};
