@@ -103,7 +103,7 @@ async fn moderation_page(
                     }
                 }
             } } }
-            p class="note" { (a.t("Held posts are decided by mail for now.", "Les messages retenus se décident par mail pour l'instant.")) }
+            p class="note" { (a.t("Held posts are not on these pages yet.", "Les messages retenus ne sont pas encore sur ces pages.")) }
         },
     )
 }
