@@ -149,6 +149,7 @@ pub fn serve_command(courrier: &Path, data_dir: &Path, port: u16) -> Command {
         .arg("--data-dir")
         .arg(data_dir)
         .env("COURRIER_LISTEN", format!("127.0.0.1:{port}"))
+        .env("COURRIER_LMTP_LISTEN", "off")
         .env("COURRIER_LOG", "warn");
     cmd
 }

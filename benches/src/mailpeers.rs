@@ -119,7 +119,7 @@ impl Dovecot {
         let conf = format!(
             "protocols = imap\nlisten = 127.0.0.1\nbase_dir = {base}/run\nstate_dir = {base}/state\n\
              log_path = {base}/dovecot.log\nfirst_valid_uid = 1\nfirst_valid_gid = 1\n\
-             auth_mechanisms = plain login\nauth_failure_delay = 0\n{users}{ssl}\
+             auth_mechanisms = plain login\nauth_failure_delay = 0\nmailbox_idle_check_interval = 1 secs\n{users}{ssl}\
              passdb {{\n  driver = passwd-file\n  args = scheme=PLAIN username_format=%u {base}/passwd\n}}\n\
              userdb {{\n  driver = static\n  args = uid={uid} gid={gid} home={base}/mail/%u\n}}\n\
              mail_location = maildir:~/Maildir\n\

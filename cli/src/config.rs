@@ -10,6 +10,9 @@ use std::path::PathBuf;
 #[derive(Debug, Clone)]
 pub struct Config {
     pub listen: SocketAddr,
+    /// The LMTP server's address (`COURRIER_LMTP_LISTEN`, default `127.0.0.1:8024`); `None`
+    /// when set to `off`.
+    pub lmtp_listen: Option<SocketAddr>,
     pub data_dir: PathBuf,
     /// Base of the links put in mails; `http://` + the listen address by default.
     pub public_url: String,
@@ -120,6 +123,16 @@ impl Config {
         let delivery_lease_secs = number("COURRIER_DELIVERY_LEASE_SECS", 300, 2..=86_400)?;
         let domain_concurrency = number("COURRIER_DOMAIN_CONCURRENCY", 20, 1..=1_000)? as u32;
         let delivery_workers = number("COURRIER_DELIVERY_WORKERS", 2, 0..=64)? as usize;
+        let lmtp_listen = match get("COURRIER_LMTP_LISTEN").as_deref().map(str::trim) {
+            None | Some("") => Some(SocketAddr::from(([127, 0, 0, 1], 8024))),
+            Some("off") => None,
+            Some(raw) => Some(raw.parse::<SocketAddr>().map_err(|e| {
+                invalid(
+                    "COURRIER_LMTP_LISTEN",
+                    format!("{raw:?} is neither `off` nor an address such as 127.0.0.1:8024 ({e})"),
+                )
+            })?),
+        };
         let ocr_workers = match get("COURRIER_OCR_WORKERS") {
             None => std::thread::available_parallelism().map_or(1, usize::from),
             Some(raw) => match raw.trim().parse::<usize>() {
@@ -178,6 +191,7 @@ impl Config {
             smtp_url,
             mail_from,
             listen,
+            lmtp_listen,
             data_dir,
             public_url,
             log_filter: get("COURRIER_LOG").unwrap_or_else(|| "info".into()),

@@ -5,6 +5,7 @@ mod admin;
 pub mod config;
 pub mod error;
 mod members;
+mod moderation;
 mod ocr;
 mod output;
 mod sends;
@@ -69,6 +70,10 @@ pub enum Command {
     /// Messages to a list: submit, status, cancel.
     #[command(subcommand)]
     Send(sends::SendCommand),
+    /// Moderation queues of a list: held posts and waiting subscriptions (list, approve, reject,
+    /// discard).
+    #[command(subcommand)]
+    Moderation(moderation::ModerationCommand),
     /// Webhooks: create, list, delete, test.
     #[command(subcommand)]
     Webhook(sends::WebhookCommand),
@@ -105,7 +110,7 @@ pub enum Command {
 const AREAS: &[(&str, &[&str])] = &[
     ("Server", &["serve", "worker", "version"]),
     ("Accounts and access", &["user", "role", "create-api-key", "apikey", "audit"]),
-    ("Mailing lists", &["domain", "list", "member", "members", "send", "webhook", "digests"]),
+    ("Mailing lists", &["domain", "list", "member", "members", "send", "moderation", "webhook", "digests"]),
     ("OCR service", &["maintenance", "ocr"]),
     ("Shell", &["completions", "man", "help"]),
 ];
@@ -237,6 +242,10 @@ fn execute(cli: Cli) -> Result<(), CliError> {
         Command::CreateApiKey(cmd) => admin::create_api_key(&config, cmd, cli.json),
         Command::Worker => {
             let services = server::wire(&config, build_info())?;
+            // The ingest pollers are workers too (a server without delivery workers runs none).
+            let intake =
+                std::sync::Arc::new(courrier_core::mailing::ingest::MailIn(std::sync::Arc::clone(&services.mailing)));
+            let ingest = workers::start_ingest(std::sync::Arc::clone(&services.mailing), intake, Default::default());
             let workers = workers::start(
                 services.mailing,
                 server::delivery_config(&config),
@@ -247,6 +256,7 @@ fn execute(cli: Cli) -> Result<(), CliError> {
             let runtime =
                 tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(error::CliError::Serve)?;
             runtime.block_on(server::termination_signal());
+            ingest.stop();
             workers.stop();
             Ok(())
         }
@@ -257,6 +267,7 @@ fn execute(cli: Cli) -> Result<(), CliError> {
         Command::Member(cmd) => members::member(&config, cmd, cli.json),
         Command::Members(cmd) => members::members(&config, cmd, cli.json),
         Command::Send(cmd) => sends::send(&config, cmd, cli.json),
+        Command::Moderation(cmd) => moderation::moderation(&config, cmd, cli.json),
         Command::Webhook(cmd) => sends::webhook(&config, cmd, cli.json),
         Command::Digests(cmd) => members::digests(&config, cmd, cli.json),
         Command::Maintenance { state } => ocr::maintenance(&config, state, cli.json),

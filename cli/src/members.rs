@@ -12,8 +12,8 @@ use courrier_core::kernel::{DomainName, EmailAddress, ListName, Page};
 use courrier_core::mailing::import::{self, ImportConsent};
 use courrier_core::mailing::members::{self as member_ops, AddMember, MemberRef};
 use courrier_core::mailing::model::{
-    DigestFrequency, Domain, DomainStatus, ListStatus, MailingList, Member, MemberFilter, PostingPolicy, ReplyTo,
-    SubscriptionPolicy,
+    DigestFrequency, DmarcMitigation, Domain, DomainStatus, ListStatus, MailingList, Member, MemberFilter,
+    PostingPolicy, ReplyTo, SubscriptionPolicy,
 };
 use courrier_core::mailing::{domains, export, lists, views};
 use serde_json::json;
@@ -110,12 +110,19 @@ pub struct ListPolicyArgs {
     /// From 1 to 1000.
     #[arg(long)]
     bounce_disable_score: Option<String>,
+    /// Days a held post waits for a moderator before it is discarded (1 to 365).
+    #[arg(long)]
+    held_days: Option<String>,
     /// daily or weekly.
     #[arg(long)]
     digest_frequency: Option<String>,
     /// From 1 to 102400.
     #[arg(long)]
     max_message_kb: Option<String>,
+    /// munge_from or none: what a post's copies do when the poster's domain publishes DMARC
+    /// p=reject or p=quarantine.
+    #[arg(long)]
+    dmarc_mitigation: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -150,7 +157,7 @@ pub enum ListCommand {
         #[command(flatten)]
         list: ListArgs,
         #[command(flatten)]
-        policies: ListPolicyArgs,
+        policies: Box<ListPolicyArgs>,
     },
     /// Suspend distribution: queued copies wait until the list is resumed.
     Suspend {
@@ -195,6 +202,13 @@ pub enum MemberCommand {
     },
     /// Remove a member (status removed; the member.removed event goes to webhooks).
     Remove {
+        #[command(flatten)]
+        list: ListArgs,
+        /// The member's id or address.
+        member: String,
+    },
+    /// Re-enable a member disabled by bounces (active again, bounce score 0); audited.
+    Enable {
         #[command(flatten)]
         list: ListArgs,
         /// The member's id or address.
@@ -395,7 +409,9 @@ fn list_text(l: &MailingList) -> String {
         format!("subject tag    {}", cell(p.subject_tag.as_deref())),
         format!("digests        {}", p.digest_frequency.as_str()),
         format!("bounce score   {} disables", p.bounce_disable_score),
+        format!("held posts     {} days", p.held_days),
         format!("max message    {} KiB", p.max_message_kb),
+        format!("dmarc          {}", p.dmarc_mitigation.as_str()),
     ]
     .join("\n")
 }
@@ -464,6 +480,7 @@ pub fn list(config: &Config, cmd: ListCommand, json: bool) -> Result<(), CliErro
                 footer_html: a.footer_html.map(Some),
                 reply_to: wire("reply_to", a.reply_to.as_deref(), ReplyTo::parse, &ReplyTo::names())?,
                 bounce_disable_score: number("bounce_disable_score", a.bounce_disable_score.as_deref())?,
+                held_days: number("held_days", a.held_days.as_deref())?,
                 digest_frequency: wire(
                     "digest_frequency",
                     a.digest_frequency.as_deref(),
@@ -471,6 +488,12 @@ pub fn list(config: &Config, cmd: ListCommand, json: bool) -> Result<(), CliErro
                     &DigestFrequency::names(),
                 )?,
                 max_message_kb: number("max_message_kb", a.max_message_kb.as_deref())?,
+                dmarc_mitigation: wire(
+                    "dmarc_mitigation",
+                    a.dmarc_mitigation.as_deref(),
+                    DmarcMitigation::parse,
+                    &DmarcMitigation::names(),
+                )?,
             };
             let app = services(config, crate::build_info())?.mailing;
             let found = lists::update(&app, &p, &ctx, &d, &l, patch)?;
@@ -542,6 +565,15 @@ pub fn member(config: &Config, cmd: MemberCommand, json: bool) -> Result<(), Cli
             let app = services(config, crate::build_info())?.mailing;
             let m = member_ops::remove(&app, &p, &ctx, &d, &l, &who)?;
             emit(json, &views::member(&m), || format!("{} removed from {l}@{d}", m.email));
+        }
+        MemberCommand::Enable { list, member } => {
+            let (d, l) = list.names()?;
+            let who = MemberRef::parse(member.trim())?;
+            let app = services(config, crate::build_info())?.mailing;
+            let m = member_ops::set_status(&app, &p, &ctx, &d, &l, &who, "active")?;
+            emit(json, &views::member(&m), || {
+                format!("{} is active on {l}@{d}, bounce score {}", m.email, m.bounce_score)
+            });
         }
         MemberCommand::List { list, status, delivery_mode, min_bounce_score, email_contains, page } => {
             let (d, l) = list.names()?;

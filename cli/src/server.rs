@@ -108,6 +108,8 @@ pub fn wire(config: &Config, build: BuildInfo) -> Result<Services, CliError> {
             keyring,
             Arc::new(courrier_core::adapters::mail_accounts::RustlsAccounts::new(tls)),
         ),
+        mime: Arc::new(courrier_core::adapters::mime::MailParserReader),
+        mail_in: Default::default(),
     });
     let ocr = Arc::new(ocr::Service::new(Arc::clone(&access), store.clone(), clock, ocr_adapters));
     Ok(Services { access, mailing, ocr, database: store, build })
@@ -140,6 +142,9 @@ pub struct Bound {
     limits: ServerLimits,
     /// The mail-in pipeline the ingest pollers hand messages to; `None`: no poller runs.
     intake: Option<Arc<dyn courrier_core::mailing::ingest::MailIntake>>,
+    /// The LMTP socket (`COURRIER_LMTP_LISTEN`), unless `off`.
+    lmtp: Option<std::net::TcpListener>,
+    lmtp_limits: courrier_mail::LmtpLimits,
 }
 
 impl Bound {
@@ -150,6 +155,11 @@ impl Bound {
 
     pub fn local_addr(&self) -> SocketAddr {
         self.listener.local_addr().expect("a bound listener has an address")
+    }
+
+    /// The LMTP server's address, unless it is off.
+    pub fn lmtp_addr(&self) -> Option<SocketAddr> {
+        self.lmtp.as_ref().and_then(|l| l.local_addr().ok())
     }
 }
 
@@ -166,6 +176,11 @@ pub fn bind(config: &Config, build: BuildInfo) -> Result<Bound, CliError> {
     let limits = ServerLimits::default();
     let bind_err = |source| CliError::Bind { addr: config.listen.to_string(), source };
     let listener = courrier_http::server::listen(config.listen, limits.backlog()).map_err(bind_err)?;
+    let lmtp = config
+        .lmtp_listen
+        .map(|addr| courrier_mail::listen(addr).map_err(|source| CliError::Bind { addr: addr.to_string(), source }))
+        .transpose()?;
+    let lmtp_limits = courrier_mail::LmtpLimits { hostname: config.public_host().to_owned(), ..Default::default() };
     let mut state = courrier_http::AppState::new(
         Arc::clone(&services.access),
         Arc::clone(&services.mailing),
@@ -174,6 +189,9 @@ pub fn bind(config: &Config, build: BuildInfo) -> Result<Bound, CliError> {
     );
     state.ocr_registration = config.ocr_registration;
     let router = courrier_http::router(state);
+    // The ingest pollers hand what they fetch to mail in, as if delivered to the list's address.
+    let intake: Arc<dyn courrier_core::mailing::ingest::MailIntake> =
+        Arc::new(courrier_core::mailing::ingest::MailIn(Arc::clone(&services.mailing)));
     Ok(Bound {
         listener,
         router,
@@ -182,9 +200,9 @@ pub fn bind(config: &Config, build: BuildInfo) -> Result<Bound, CliError> {
         webhooks: webhook_config(config),
         delivery_workers: config.delivery_workers,
         limits,
-        // The mail-in pipeline (issue 21) implements `MailIntake`; until it is wired, ingest
-        // credentials are stored and tested but not polled.
-        intake: None,
+        intake: Some(intake),
+        lmtp,
+        lmtp_limits,
     })
 }
 
@@ -200,6 +218,15 @@ pub fn run(bound: Bound, shutdown: impl Future<Output = ()> + Send + 'static) ->
         let listener = tokio::net::TcpListener::from_std(bound.listener).map_err(CliError::Serve)?;
         tracing::info!(addr = %listener.local_addr().map_err(CliError::Serve)?, "listening");
         let housekeeping = tokio::spawn(housekeeping(Arc::clone(&bound.services.mailing)));
+        let lmtp = match bound.lmtp {
+            Some(l) => {
+                let l = tokio::net::TcpListener::from_std(l).map_err(CliError::Serve)?;
+                tracing::info!(addr = %l.local_addr().map_err(CliError::Serve)?, "LMTP listening");
+                let app = Arc::clone(&bound.services.mailing);
+                Some(tokio::spawn(courrier_mail::serve(l, app, bound.lmtp_limits, std::future::pending())))
+            }
+            None => None,
+        };
         let retention = tokio::spawn(retention_sweeps(Arc::clone(&bound.services.ocr)));
         let workers = crate::workers::start(
             Arc::clone(&bound.services.mailing),
@@ -218,6 +245,9 @@ pub fn run(bound: Bound, shutdown: impl Future<Output = ()> + Send + 'static) ->
         if let Some(ingest) = ingest {
             tokio::task::spawn_blocking(move || ingest.stop()).await.ok();
         }
+        if let Some(lmtp) = lmtp {
+            lmtp.abort();
+        }
         // Copies in flight finish their SMTP exchange; the rest stay queued for the next start.
         tokio::task::spawn_blocking(move || workers.stop()).await.ok();
         served.map_err(CliError::Serve)
@@ -226,7 +256,8 @@ pub fn run(bound: Bound, shutdown: impl Future<Output = ()> + Send + 'static) ->
 
 /// Periodic chores of a running server: due digests are built every minute; expired
 /// Idempotency-Key records are deleted hourly (they answer nothing once expired; deleting keeps the
-/// registry the size of one day).
+/// registry the size of one day), and held posts past their list's `held_days` are discarded
+/// hourly (at start, then every hour).
 async fn housekeeping(app: Arc<mailing::Service>) {
     let mut every = tokio::time::interval(std::time::Duration::from_secs(60));
     let mut minutes: u64 = 0;
@@ -242,6 +273,19 @@ async fn housekeeping(app: Arc<mailing::Service>) {
             } else {
                 Ok(None)
             };
+            if purge {
+                match courrier_core::mailing::moderation::expire_held(&app) {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(posts = n, "held posts past their list's held_days discarded"),
+                    Err(e) => tracing::warn!(error = %e, "held post expiry failed"),
+                }
+            }
+            // Bounce scores quiet for 7 days back to 0 (each bounce also applies it to its member).
+            match courrier_core::mailing::bounces::decay(&app) {
+                Ok(n) if n > 0 => tracing::info!(members = n, "bounce scores back to 0 after 7 quiet days"),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "bounce score decay failed"),
+            }
             (digests, purged)
         })
         .await;
@@ -300,6 +344,8 @@ pub async fn termination_signal() {
 /// A server running on a thread of its own (the integration tests' `TestApp`, embedders).
 pub struct Running {
     pub addr: SocketAddr,
+    /// The LMTP server's address, unless it is off.
+    pub lmtp_addr: Option<SocketAddr>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<Result<(), CliError>>>,
 }
@@ -327,6 +373,7 @@ impl Drop for Running {
 
 pub fn spawn(bound: Bound) -> Running {
     let addr = bound.local_addr();
+    let lmtp_addr = bound.lmtp_addr();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let thread = std::thread::Builder::new()
         .name("courrier-server".into())
@@ -336,7 +383,7 @@ pub fn spawn(bound: Bound) -> Running {
             })
         })
         .expect("cannot start the server thread");
-    Running { addr, stop: Some(stop), thread: Some(thread) }
+    Running { addr, lmtp_addr, stop: Some(stop), thread: Some(thread) }
 }
 
 /// The delivery settings of the configuration.

@@ -6,6 +6,7 @@
 
 use courrier_core::mailing::Service;
 use courrier_core::mailing::delivery::{self, DeliveryConfig};
+use courrier_core::mailing::inbound;
 use courrier_core::mailing::ingest::{self, IngestConfig, MailIntake};
 use courrier_core::mailing::webhooks::{self, WebhookConfig};
 use std::collections::HashMap;
@@ -17,11 +18,12 @@ use std::time::Duration;
 const IDLE: Duration = Duration::from_millis(250);
 
 pub struct Workers {
+    app: Arc<Service>,
     stop: Arc<AtomicBool>,
     threads: Vec<std::thread::JoinHandle<()>>,
 }
 
-/// `n` delivery threads and, when `n > 0`, one webhook thread.
+/// `n` delivery threads and, when `n > 0`, one webhook thread and one thread processing mail in.
 pub fn start(app: Arc<Service>, cfg: DeliveryConfig, hooks: WebhookConfig, n: usize) -> Workers {
     let stop = Arc::new(AtomicBool::new(false));
     let mut threads: Vec<_> = (0..n)
@@ -34,6 +36,12 @@ pub fn start(app: Arc<Service>, cfg: DeliveryConfig, hooks: WebhookConfig, n: us
         })
         .collect();
     if n > 0 {
+        let (inbound_app, inbound_stop) = (Arc::clone(&app), Arc::clone(&stop));
+        let inbound_thread = std::thread::Builder::new()
+            .name("courrier-inbound".into())
+            .spawn(move || work_inbound(&inbound_app, &inbound_stop))
+            .expect("cannot start the inbound processing thread");
+        threads.push(inbound_thread);
         let (app, stop) = (Arc::clone(&app), Arc::clone(&stop));
         let hooks_thread = std::thread::Builder::new()
             .name("courrier-webhooks".into())
@@ -41,7 +49,7 @@ pub fn start(app: Arc<Service>, cfg: DeliveryConfig, hooks: WebhookConfig, n: us
             .expect("cannot start the webhook worker thread");
         threads.push(hooks_thread);
     }
-    Workers { stop, threads }
+    Workers { app, stop, threads }
 }
 
 fn work_webhooks(app: &Service, cfg: &WebhookConfig, stop: &AtomicBool) {
@@ -51,6 +59,24 @@ fn work_webhooks(app: &Service, cfg: &WebhookConfig, stop: &AtomicBool) {
             Ok(_) => std::thread::sleep(IDLE),
             Err(e) => {
                 tracing::warn!(error = %e, "webhook round failed");
+                std::thread::sleep(IDLE * 4);
+            }
+        }
+    }
+}
+
+/// Mail received and stored (LMTP, mailboxes) is processed here: at start everything a stop or
+/// a crash left unprocessed, then each message as the frontends ring, or within a second.
+fn work_inbound(app: &Service, stop: &AtomicBool) {
+    let mut cursor = None;
+    while !stop.load(Ordering::Relaxed) {
+        match inbound::process_after(app, &mut cursor) {
+            Ok(n) if n > 0 => tracing::debug!(messages = n, "inbound round"),
+            Ok(_) => {
+                app.mail_in.wakeup.wait(Duration::from_secs(1));
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "inbound processing failed");
                 std::thread::sleep(IDLE * 4);
             }
         }
@@ -77,6 +103,7 @@ impl Workers {
     /// Asks every worker to stop after its current round, and waits for them.
     pub fn stop(self) {
         self.stop.store(true, Ordering::Relaxed);
+        self.app.mail_in.wakeup.ring();
         for t in self.threads {
             let _ = t.join();
         }
@@ -90,12 +117,12 @@ const INGEST_SCAN: Duration = Duration::from_secs(5);
 /// a poller ends by itself when its credential changes or goes, and the next scan starts the new
 /// one), each handing messages to `intake`.
 pub struct Ingest {
-    stop: Arc<AtomicBool>,
+    stop: Arc<ingest::Stop>,
     thread: std::thread::JoinHandle<()>,
 }
 
 pub fn start_ingest(app: Arc<Service>, intake: Arc<dyn MailIntake>, cfg: IngestConfig) -> Ingest {
-    let stop = Arc::new(AtomicBool::new(false));
+    let stop = Arc::new(ingest::Stop::default());
     let flag = Arc::clone(&stop);
     let thread = std::thread::Builder::new()
         .name("courrier-ingest".into())
@@ -104,9 +131,9 @@ pub fn start_ingest(app: Arc<Service>, intake: Arc<dyn MailIntake>, cfg: IngestC
     Ingest { stop, thread }
 }
 
-fn supervise(app: &Arc<Service>, intake: &Arc<dyn MailIntake>, cfg: &IngestConfig, stop: &Arc<AtomicBool>) {
+fn supervise(app: &Arc<Service>, intake: &Arc<dyn MailIntake>, cfg: &IngestConfig, stop: &Arc<ingest::Stop>) {
     let mut pollers: HashMap<i64, (i64, std::thread::JoinHandle<()>)> = HashMap::new();
-    while !stop.load(Ordering::Relaxed) {
+    while !stop.is_set() {
         pollers.retain(|_, (_, t)| !t.is_finished());
         match ingest::credentials(app) {
             Ok(creds) => {
@@ -139,7 +166,7 @@ fn supervise(app: &Arc<Service>, intake: &Arc<dyn MailIntake>, cfg: &IngestConfi
             Err(e) => tracing::warn!(error = %e, "cannot read the ingest credentials"),
         }
         let until = std::time::Instant::now() + INGEST_SCAN;
-        while std::time::Instant::now() < until && !stop.load(Ordering::Relaxed) {
+        while std::time::Instant::now() < until && !stop.is_set() {
             std::thread::sleep(Duration::from_millis(200));
         }
     }
@@ -149,10 +176,10 @@ fn supervise(app: &Arc<Service>, intake: &Arc<dyn MailIntake>, cfg: &IngestConfi
 }
 
 impl Ingest {
-    /// Asks the supervisor and its pollers to stop, and waits for them (an IDLE ends within its
-    /// own wait, 25 s at most).
+    /// Asks the supervisor and its pollers to stop (an IDLE's connection is closed: it ends at
+    /// once), and waits for them.
     pub fn stop(self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.stop.stop();
         let _ = self.thread.join();
     }
 }

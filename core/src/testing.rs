@@ -94,6 +94,8 @@ where
         data_key: crate::kernel::sealed::DataKey::generate().1,
         dkim: Arc::new(NoDkimKeys),
         credentials: mailing::credentials::Credentials::new(None, Arc::new(mailing::accounts::NoAccounts)),
+        mime: Arc::new(crate::adapters::mime::MailParserReader),
+        mail_in: Default::default(),
     }
 }
 

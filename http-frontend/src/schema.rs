@@ -419,8 +419,10 @@ pub const LIST_DETAIL: Schema = Schema(|| {
             "footer_html": nullable("string"),
             "reply_to": enum_of(&["list", "poster"]),
             "bounce_disable_score": { "type": "integer" },
+            "held_days": { "type": "integer", "minimum": 1, "maximum": 365 },
             "digest_frequency": enum_of(&["daily", "weekly"]),
             "max_message_kb": { "type": "integer" },
+            "dmarc_mitigation": enum_of(&["munge_from", "none"]),
             "created_at": { "type": "string", "format": "date-time" },
             "updated_at": { "type": "string", "format": "date-time" }
         }),
@@ -456,8 +458,10 @@ pub const LIST_PATCH: Schema = Schema(|| {
             "footer_html": text(8192, MULTI_LINE),
             "reply_to": opt(enum_of(&["list", "poster"])),
             "bounce_disable_score": opt(json!({ "type": "integer", "minimum": 1, "maximum": 1000 })),
+            "held_days": opt(json!({ "type": "integer", "minimum": 1, "maximum": 365 })),
             "digest_frequency": opt(enum_of(&["daily", "weekly"])),
-            "max_message_kb": opt(json!({ "type": "integer", "minimum": 1, "maximum": 102400 }))
+            "max_message_kb": opt(json!({ "type": "integer", "minimum": 1, "maximum": 102400 })),
+            "dmarc_mitigation": opt(enum_of(&["munge_from", "none"]))
         }),
     )
 });
@@ -493,6 +497,8 @@ pub const MEMBER_ADD: Schema = Schema(|| {
         }),
     )
 });
+/// `PATCH .../members/{member}`: an administrator re-enables a member disabled by bounces.
+pub const MEMBER_PATCH: Schema = Schema(|| closed(&["status"], json!({ "status": enum_of(&["active"]) })));
 pub const MEMBER_ADDED: Schema = Schema(|| {
     object(
         &["status", "member_id"],
@@ -527,7 +533,12 @@ pub const DASHBOARD: Schema = Schema(|| {
             "members": { "type": "object" },
             "sends_in_flight": { "type": "integer" },
             "held_messages": { "type": "integer" },
-            "pending_subscriptions": { "type": "integer" }
+            "pending_subscriptions": { "type": "integer" },
+            "bounces_last_7_days": {
+                "type": "object",
+                "required": ["permanent", "temporary"],
+                "properties": { "permanent": { "type": "integer" }, "temporary": { "type": "integer" } }
+            }
         }),
     )
 });
@@ -816,4 +827,49 @@ pub const PENDING_SUBSCRIPTION: Schema = Schema(|| {
             "requested_at": { "type": "string", "format": "date-time" }
         }),
     )
+});
+
+fn held_message() -> Value {
+    object(
+        &["id", "from", "subject", "received_at", "reason", "size"],
+        json!({
+            "id": { "type": "integer" },
+            "from": nullable("string"),
+            "subject": { "type": "string" },
+            "received_at": { "type": "string", "format": "date-time" },
+            "reason": enum_of(&["not_member", "moderated", "owners_only", "suspended", "archived", "too_large"]),
+            "size": { "type": "integer", "minimum": 0 }
+        }),
+    )
+}
+/// A post held for a moderator, as listed.
+pub const HELD_MESSAGE: Schema = Schema(held_message);
+/// A held post as read: the listing's fields, its header fields and its first text part.
+pub const HELD_MESSAGE_DETAIL: Schema = Schema(|| {
+    with(
+        held_message(),
+        json!({
+            "headers": { "type": "object", "additionalProperties": { "type": "string" } },
+            "text": nullable("string")
+        }),
+    )
+});
+pub const HELD_APPROVED: Schema = Schema(|| {
+    object(
+        &["id", "decision", "send_id"],
+        json!({
+            "id": { "type": "integer" },
+            "decision": enum_of(&["approved"]),
+            "send_id": { "type": "integer" },
+            "recipients": { "type": "integer" }
+        }),
+    )
+});
+pub const HELD_DECIDED: Schema = Schema(|| {
+    object(&["id", "decision"], json!({ "id": { "type": "integer" }, "decision": enum_of(&["rejected", "discarded"]) }))
+});
+/// The optional body of a rejection.
+/// What `check_text` accepts: no control characters but line breaks and tabs.
+pub const HELD_REJECT: Schema = Schema(|| {
+    closed(&[], json!({ "reason": opt(json!({ "type": "string", "maxLength": 4096, "pattern": MULTI_LINE })) }))
 });

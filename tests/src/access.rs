@@ -217,7 +217,13 @@ fn probe(app: &TestApp, admin: &User, method: &str, path: &str, n: usize) -> (St
     } else {
         target.id.to_string()
     };
-    let id = if path.contains("/moderation/subscriptions/") { held_subscription(core, n).to_string() } else { id };
+    let id = if path.contains("/moderation/subscriptions/") {
+        held_subscription(core, n).to_string()
+    } else if path.contains("/moderation/messages/") {
+        held_post(core, n).to_string()
+    } else {
+        id
+    };
     let path = path.replace("{id}", &id);
     // The probing subscriber is (again) on `news`, so that a `/me` mutation has one to change.
     let path = if path.contains("{list_id}") {
@@ -293,6 +299,21 @@ fn held_subscription(core: &Services, n: usize) -> i64 {
         consent_id: None,
     };
     in_write(&*core.mailing.store, |tx| tx.insert_member(&held, now)).unwrap().get()
+}
+
+/// A post to `news` held for a moderator (its sender is no member): its id.
+fn held_post(core: &Services, n: usize) -> i64 {
+    use courrier_core::mailing::inbound;
+    let raw =
+        format!("From: stranger@example.net\r\nSubject: probe {n}\r\nMessage-ID: <probe{n}@example.net>\r\n\r\nhi\r\n");
+    let from = Some("stranger@example.net");
+    inbound::receive(&core.mailing, from, "news@example.org", raw.as_bytes(), inbound::Oversize::Refuse).unwrap();
+    let news =
+        in_read(&*core.mailing.store, |tx| tx.list_by_name(&domain("example.org"), &list("news"))).unwrap().unwrap();
+    let page = courrier_core::kernel::Page::parse(Some("1"), Some("0")).unwrap();
+    let total = in_read(&*core.mailing.store, |tx| tx.held_posts(news.id, page)).unwrap().total;
+    let last = courrier_core::kernel::Page::parse(Some("1"), Some(&(total - 1).to_string())).unwrap();
+    in_read(&*core.mailing.store, |tx| tx.held_posts(news.id, last)).unwrap().items[0].id.get()
 }
 
 fn success_of(route: &routes::Route) -> u16 {

@@ -346,3 +346,50 @@ fn the_database_and_its_wal_never_hold_a_password_in_clear() {
         assert!(!audit.body.contains(secret));
     }
 }
+
+/// APPENDs `message` to the account's INBOX with Python's imaplib (a client of its own, over TLS).
+fn append(dovecot: &Dovecot, message: &str) {
+    let script = "import imaplib, ssl, sys\n\
+                  ctx = ssl.create_default_context(cafile=sys.argv[2])\n\
+                  m = imaplib.IMAP4_SSL('127.0.0.1', int(sys.argv[1]), ssl_context=ctx)\n\
+                  m.login(sys.argv[3], sys.argv[4])\n\
+                  typ, data = m.append('INBOX', None, None, sys.stdin.buffer.read())\n\
+                  assert typ == 'OK', data\n\
+                  m.logout()\n";
+    let mut child = std::process::Command::new("python3")
+        .args(["-c", script, &dovecot.imaps_port.to_string()])
+        .arg(&dovecot.ca.as_ref().unwrap().ca_pem)
+        .args([USER, PASSWORD])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    child.stdin.take().unwrap().write_all(message.as_bytes()).unwrap();
+    assert!(child.wait().unwrap().success(), "APPEND failed");
+}
+
+#[test]
+fn a_post_appended_to_the_ingest_mailbox_reaches_the_members_and_leaves_the_mailbox() {
+    let dovecot = Dovecot::start().unwrap();
+    let w = world(&[&dovecot.ca.as_ref().unwrap().ca_pem], true);
+    for m in ["ann@example.net", "bob@example.net"] {
+        assert_eq!(req(&w, "POST", &format!("{NEWS}/members"), Some(json!({ "email": m }))).status, 201);
+    }
+    let r = put(&w, "ingest", imap(dovecot.imaps_port, "tls", PASSWORD, "INBOX"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let before = w.relay.messages().len();
+    append(
+        &dovecot,
+        "From: Ann <ann@example.net>\r\nTo: news@example.org\r\nSubject: Fetched by IMAP\r\n\
+         Message-ID: <imap-1@example.net>\r\nDate: Thu, 26 Nov 2026 09:00:00 +0000\r\n\r\nHello from the mailbox.\r\n",
+    );
+    wait_until("the post's copies at the relay", Duration::from_secs(60), || {
+        w.relay.messages().iter().filter(|m| m.contains("Fetched by IMAP")).count() >= 2
+    });
+    wait_until("the mailbox emptied", Duration::from_secs(30), || dovecot.inbox_count() == 0);
+    let copies: Vec<String> =
+        w.relay.messages().into_iter().skip(before).filter(|m| m.contains("Fetched by IMAP")).collect();
+    assert_eq!(copies.len(), 2, "one copy per member, the post once");
+    assert!(copies.iter().all(|m| m.contains("Hello from the mailbox.")));
+    assert!(listed(&w, "ingest")["last_error"].is_null(), "{}", listed(&w, "ingest"));
+}

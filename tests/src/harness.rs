@@ -129,6 +129,8 @@ pub fn raw_exchange(addr: SocketAddr, bytes: &[u8], wait: Duration) -> String {
 /// The real server, in this process, on a free port, with a fresh data directory.
 pub struct TestApp {
     pub addr: SocketAddr,
+    /// The LMTP server (on a free port unless a test turned it off).
+    pub lmtp: Option<SocketAddr>,
     pub client: Client,
     /// The same wired core the server uses, to set up accounts and data.
     pub core: courrier_cli::server::Services,
@@ -146,6 +148,7 @@ impl TestApp {
         let dir = tempfile::tempdir().unwrap();
         let env = |k: &str| match k {
             "COURRIER_LISTEN" => Some("127.0.0.1:0".to_owned()),
+            "COURRIER_LMTP_LISTEN" if !vars.iter().any(|(name, _)| *name == k) => Some("127.0.0.1:0".to_owned()),
             // The server reads PDFs by running `<exe> sandbox`: here the test binary is the process,
             // so it is pointed at the `courrier` binary (OCR tests build it with `courrier_bin()`).
             "COURRIER_OCR_SANDBOX_BIN" if !vars.iter().any(|(name, _)| *name == k) => {
@@ -157,8 +160,8 @@ impl TestApp {
         let bound = server::bind(&config, courrier_cli::build_info()).expect("server binds");
         let core = bound.services().clone();
         let running = server::spawn(bound);
-        let addr = running.addr;
-        Self { addr, client: Client::new(addr), core, running: Some(running), dir }
+        let (addr, lmtp) = (running.addr, running.lmtp_addr);
+        Self { addr, lmtp, client: Client::new(addr), core, running: Some(running), dir }
     }
 
     pub fn get(&self, path: &str) -> Resp {
@@ -249,6 +252,8 @@ pub fn run_cli_in(
 /// The real binary serving on a free port.
 pub struct ProcessApp {
     pub addr: SocketAddr,
+    /// The LMTP server's address (a free port, unless the test set `COURRIER_LMTP_LISTEN`).
+    pub lmtp: SocketAddr,
     pub client: Client,
     child: Child,
     pub dir: tempfile::TempDir,
@@ -274,12 +279,20 @@ impl ProcessApp {
 
     fn spawn_cmd(dir: tempfile::TempDir, mut cmd: Command, env: &[(&str, &str)]) -> Self {
         let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-        cmd.arg("--data-dir").arg(dir.path()).arg("serve").env("COURRIER_LISTEN", addr.to_string());
+        let lmtp: SocketAddr = match env.iter().find(|(k, _)| *k == "COURRIER_LMTP_LISTEN") {
+            Some((_, v)) => v.parse().unwrap_or_else(|_| "127.0.0.1:0".parse().unwrap()),
+            None => format!("127.0.0.1:{}", free_port()).parse().unwrap(),
+        };
+        cmd.arg("--data-dir")
+            .arg(dir.path())
+            .arg("serve")
+            .env("COURRIER_LISTEN", addr.to_string())
+            .env("COURRIER_LMTP_LISTEN", lmtp.to_string());
         for (k, v) in env {
             cmd.env(k, v);
         }
         let child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-        let app = Self { addr, client: Client::new(addr), child, dir };
+        let app = Self { addr, lmtp, client: Client::new(addr), child, dir };
         let deadline = Instant::now() + Duration::from_secs(30);
         while TcpStream::connect(addr).is_err() {
             assert!(Instant::now() < deadline, "the server did not start listening within 30 s");

@@ -3,6 +3,7 @@
 //! otherwise.
 
 mod access;
+mod bounces;
 mod admin_browser;
 mod admin_pages;
 mod cli;
@@ -14,6 +15,7 @@ mod envelopes;
 mod extraction;
 mod invoice_layouts;
 mod invoices;
+mod mail_in;
 mod members;
 mod moderation;
 mod ocr;

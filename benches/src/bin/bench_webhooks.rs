@@ -168,6 +168,8 @@ fn wire(dir: &Path, https: Arc<RustlsHttps>) -> Result<mailing::Service, String>
             None,
             Arc::new(courrier_core::mailing::accounts::NoAccounts),
         ),
+        mime: Arc::new(courrier_core::adapters::mime::MailParserReader),
+        mail_in: Default::default(),
     })
 }
 

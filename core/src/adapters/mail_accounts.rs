@@ -10,7 +10,7 @@
 use super::smtp::{AccountLink, SmtpConfig, SmtpTransport, check_account};
 use crate::egress::Host;
 use crate::kernel::MailTransport;
-use crate::mailing::accounts::{AccountError, Endpoint, Fetched, Login, MailAccounts, Mailbox, Security};
+use crate::mailing::accounts::{AccountError, Closer, Endpoint, Listed, Login, MailAccounts, Mailbox, Security};
 use rustls::pki_types::ServerName;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -48,7 +48,11 @@ impl RustlsAccounts {
         })
     }
 
-    fn imap_session(&self, at: &Endpoint, login: &Login) -> Result<(imap::Session<TlsStream>, bool), AccountError> {
+    fn imap_session(
+        &self,
+        at: &Endpoint,
+        login: &Login,
+    ) -> Result<(imap::Session<TlsStream>, bool, TcpStream), AccountError> {
         let addr = (at.connect_to)().map_err(AccountError::Failed)?;
         let tcp = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)
             .map_err(|e| AccountError::Failed(format!("cannot connect to {}:{} ({addr}): {e}", at.host, at.port)))?;
@@ -56,6 +60,7 @@ impl RustlsAccounts {
         tcp.set_read_timeout(Some(IO_TIMEOUT)).map_err(setup)?;
         tcp.set_write_timeout(Some(IO_TIMEOUT)).map_err(setup)?;
         let _ = tcp.set_nodelay(true);
+        let handle = tcp.try_clone().map_err(setup)?;
         let client = match at.security {
             Security::Tls => {
                 let mut client = imap::Client::new(self.handshake(at, tcp)?);
@@ -82,7 +87,7 @@ impl RustlsAccounts {
         };
         let mut session = client.login(&login.username, &login.password).map_err(|(e, _)| imap_error(e))?;
         let idle = session.capabilities().map_err(imap_error)?.has_str("IDLE");
-        Ok((session, idle))
+        Ok((session, idle, handle))
     }
 
     fn handshake(&self, at: &Endpoint, mut tcp: TcpStream) -> Result<TlsStream, AccountError> {
@@ -173,7 +178,7 @@ impl imap::extensions::idle::SetReadTimeout for TlsStream {
 
 impl MailAccounts for RustlsAccounts {
     fn check_imap(&self, at: &Endpoint, login: &Login, folder: &str) -> Result<(), AccountError> {
-        let (mut session, _) = self.imap_session(at, login)?;
+        let (mut session, _, _) = self.imap_session(at, login)?;
         session.select(folder).map_err(imap_error)?;
         let _ = session.logout();
         Ok(())
@@ -191,11 +196,16 @@ impl MailAccounts for RustlsAccounts {
     }
 
     fn open_mailbox(&self, at: &Endpoint, login: &Login, folder: &str) -> Result<Box<dyn Mailbox>, AccountError> {
-        let (mut session, idle) = self.imap_session(at, login)?;
+        let (mut session, idle, handle) = self.imap_session(at, login)?;
         session.select(folder).map_err(imap_error)?;
         let uidplus = session.capabilities().map_err(imap_error)?.has_str("UIDPLUS");
-        Ok(Box::new(ImapMailbox { session, idle, uidplus }))
+        Ok(Box::new(ImapMailbox { session, idle, uidplus, handle }))
     }
+}
+
+/// `1,5,9`: a UID set.
+fn uid_set(uids: &[u32]) -> String {
+    uids.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
 }
 
 /// A transport for an account whose endpoint cannot be used (a host that is no TLS name).
@@ -211,30 +221,44 @@ struct ImapMailbox {
     session: imap::Session<TlsStream>,
     idle: bool,
     uidplus: bool,
+    /// The same socket, to close it from another thread.
+    handle: TcpStream,
 }
 
 impl Mailbox for ImapMailbox {
-    fn uids(&mut self) -> Result<Vec<u32>, AccountError> {
-        let mut uids: Vec<u32> = self.session.uid_search("ALL").map_err(imap_error)?.into_iter().collect();
-        uids.sort_unstable();
-        Ok(uids)
+    fn list(&mut self) -> Result<Vec<Listed>, AccountError> {
+        // One command for all: `UID FETCH 1:* RFC822.SIZE` (an empty folder answers nothing).
+        let fetched = self.session.uid_fetch("1:*", "RFC822.SIZE").map_err(imap_error)?;
+        let mut listed: Vec<Listed> =
+            fetched.iter().filter_map(|f| Some(Listed { uid: f.uid?, size: u64::from(f.size.unwrap_or(0)) })).collect();
+        listed.sort_unstable_by_key(|l| l.uid);
+        listed.dedup_by_key(|l| l.uid);
+        Ok(listed)
     }
 
-    fn fetch(&mut self, uid: u32, max_bytes: usize) -> Result<Fetched, AccountError> {
-        let sizes = self.session.uid_fetch(uid.to_string(), "RFC822.SIZE").map_err(imap_error)?;
-        let Some(size) = sizes.iter().find(|f| f.uid == Some(uid)).map(|f| f.size) else { return Ok(Fetched::Gone) };
-        if let Some(size) = size.filter(|s| *s as usize > max_bytes) {
-            return Ok(Fetched::TooBig(u64::from(size)));
+    fn fetch(&mut self, uids: &[u32]) -> Result<Vec<(u32, Vec<u8>)>, AccountError> {
+        if uids.is_empty() {
+            return Ok(Vec::new());
         }
-        let fetched = self.session.uid_fetch(uid.to_string(), "BODY.PEEK[]").map_err(imap_error)?;
-        let body = fetched.iter().find(|f| f.uid == Some(uid)).and_then(|f| f.body()).map(<[u8]>::to_vec);
-        Ok(body.map_or(Fetched::Gone, Fetched::Message))
+        let fetched = self.session.uid_fetch(uid_set(uids), "BODY.PEEK[]").map_err(imap_error)?;
+        let mut found: Vec<(u32, Vec<u8>)> = fetched
+            .iter()
+            .filter_map(|f| Some((f.uid?, f.body()?.to_vec())))
+            .filter(|(uid, _)| uids.contains(uid))
+            .collect();
+        found.sort_by_key(|(uid, _)| *uid);
+        found.dedup_by_key(|(uid, _)| *uid);
+        Ok(found)
     }
 
-    fn delete(&mut self, uid: u32) -> Result<(), AccountError> {
-        self.session.uid_store(uid.to_string(), "+FLAGS.SILENT (\\Deleted)").map_err(imap_error)?;
+    fn delete(&mut self, uids: &[u32]) -> Result<(), AccountError> {
+        if uids.is_empty() {
+            return Ok(());
+        }
+        let set = uid_set(uids);
+        self.session.uid_store(&set, "+FLAGS.SILENT (\\Deleted)").map_err(imap_error)?;
         if self.uidplus {
-            self.session.uid_expunge(uid.to_string()).map_err(imap_error)?;
+            self.session.uid_expunge(&set).map_err(imap_error)?;
         } else {
             self.session.expunge().map_err(imap_error)?;
         }
@@ -248,5 +272,14 @@ impl Mailbox for ImapMailbox {
     fn idle(&mut self, max: Duration) -> Result<(), AccountError> {
         let outcome = self.session.idle().timeout(max).keepalive(false).wait_while(imap::extensions::idle::stop_on_any);
         outcome.map(|_| ()).map_err(imap_error)
+    }
+
+    fn closer(&self) -> Closer {
+        match self.handle.try_clone() {
+            Ok(tcp) => Box::new(move || {
+                let _ = tcp.shutdown(std::net::Shutdown::Both);
+            }),
+            Err(_) => Box::new(|| {}),
+        }
     }
 }

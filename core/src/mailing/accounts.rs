@@ -80,29 +80,32 @@ pub enum AccountError {
     Failed(String),
 }
 
-/// What a fetch found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Fetched {
-    Message(Vec<u8>),
-    /// Expunged meanwhile (another client).
-    Gone,
-    /// Over the size taken: left in the mailbox, its size given.
-    TooBig(u64),
+/// A message in a mailbox: its UID and size, as one command lists them all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Listed {
+    pub uid: u32,
+    pub size: u64,
 }
 
 /// A mailbox opened on its folder, for the ingest poller.
 pub trait Mailbox: Send {
-    /// The UIDs of every message in the folder, oldest first.
-    fn uids(&mut self) -> Result<Vec<u32>, AccountError>;
-    /// One message's raw bytes, unless it is gone or bigger than `max_bytes` (then it stays).
-    fn fetch(&mut self, uid: u32, max_bytes: usize) -> Result<Fetched, AccountError>;
-    /// Deletes one message for good (`\Deleted`, then expunged).
-    fn delete(&mut self, uid: u32) -> Result<(), AccountError>;
+    /// Every message in the folder with its size, oldest first.
+    fn list(&mut self) -> Result<Vec<Listed>, AccountError>;
+    /// The raw bytes of these messages, in one exchange; a message gone meanwhile (another
+    /// client expunged it) is left out.
+    fn fetch(&mut self, uids: &[u32]) -> Result<Vec<(u32, Vec<u8>)>, AccountError>;
+    /// Deletes these messages for good (`\Deleted`, then expunged), in one exchange.
+    fn delete(&mut self, uids: &[u32]) -> Result<(), AccountError>;
     /// Whether the server offers IDLE.
     fn can_idle(&self) -> bool;
     /// IDLE until the folder changes or `max` passes (only when [`Self::can_idle`]).
     fn idle(&mut self, max: Duration) -> Result<(), AccountError>;
+    /// Closes the connection from another thread (a stopping server ends an IDLE at once).
+    fn closer(&self) -> Closer;
 }
+
+/// Closes a session's connection; whatever it was waiting for then fails at once.
+pub type Closer = Box<dyn Fn() + Send + Sync>;
 
 /// The sessions with mail accounts.
 pub trait MailAccounts: Send + Sync {

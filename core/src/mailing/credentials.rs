@@ -83,8 +83,11 @@ pub const MAX_ERROR: usize = 500;
 pub struct Credentials {
     pub keyring: Option<Keyring>,
     pub accounts: Arc<dyn super::accounts::MailAccounts>,
-    transports: Mutex<HashMap<i64, (Timestamp, Arc<dyn MailTransport>)>>,
+    transports: Mutex<HashMap<i64, OpenTransport>>,
 }
+
+/// A list's submission transport and the `updated_at` of the credential it was made from.
+type OpenTransport = (Timestamp, Arc<dyn MailTransport>);
 
 impl Credentials {
     pub fn new(keyring: Option<Keyring>, accounts: Arc<dyn super::accounts::MailAccounts>) -> Self {

@@ -16,11 +16,13 @@ pub struct Dashboard {
     pub members: StatusCounts,
     /// Sends not yet completed.
     pub sends_in_flight: u64,
-    /// Messages held for moderation (none until inbound mail exists).
+    /// Posts held for moderation.
     pub held_messages: u64,
     /// Subscriptions waiting for a moderator (the moderation queue; those waiting for their own
     /// confirmation are in `members.pending`).
     pub pending_subscriptions: u64,
+    /// Bounces recorded over the last 7 days: (permanent, temporary).
+    pub bounces_7d: (u64, u64),
 }
 
 fn require_read(p: &Principal) -> Result<(), MailingError> {
@@ -89,12 +91,27 @@ pub fn dashboard(app: &Service, p: &Principal) -> Result<Dashboard, MailingError
         } else {
             tx.count_pending_moderation(Some(&list_ids))?
         };
+        out.held_messages = if everything {
+            tx.count_held(None)?
+        } else if list_ids.is_empty() {
+            0
+        } else {
+            tx.count_held(Some(&list_ids))?
+        };
         out.sends_in_flight = if everything {
             tx.open_sends(None)?
         } else if list_ids.is_empty() {
             0
         } else {
             tx.open_sends(Some(&list_ids))?
+        };
+        let week_ago = app.clock.now().plus_secs(-super::bounces::DECAY_SECS);
+        out.bounces_7d = if everything {
+            tx.bounce_counts(None, week_ago)?
+        } else if list_ids.is_empty() {
+            (0, 0)
+        } else {
+            tx.bounce_counts(Some(&list_ids), week_ago)?
         };
         Ok(out)
     })

@@ -1,14 +1,16 @@
 //! The delivery worker: claims due copies with a lease, composes and hands each to the mail
-//! transport outside any transaction, records each outcome (4xx -> deferred with backoff, 5xx ->
-//! failed), and records every settled send's aggregate exactly once. Also the unsubscription
+//! transport outside any transaction, records each outcome (4xx -> deferred with backoff, failed
+//! as a temporary bounce once past the retry horizon; 5xx -> bounced, a permanent bounce of the
+//! member), and records every settled send's aggregate exactly once. Also the unsubscription
 //! links that the copies carry.
 
 use super::MailingError;
 use super::Service;
+use super::bounces::{self, BounceFacts};
 use super::compose::{self, compose};
 use super::credentials::{self, CredentialKind};
 use super::members;
-use super::model::{CopyState, MailingList, SendRecord, SendState};
+use super::model::{BounceSource, CopyState, MailingList, Permanence, SendRecord, SendState};
 use super::state::Trigger;
 use super::{dkim, lists};
 use crate::kernel::{EventName, MailTransport, SendError, Timestamp, secrets};
@@ -21,6 +23,9 @@ pub const UNSUBSCRIBE: &str = "unsubscribe";
 /// Unsubscription links work this long after the copy went out (then the mailto form remains).
 pub const UNSUBSCRIBE_TTL_SECS: i64 = 90 * 24 * 3600;
 
+/// How long a copy is retried after a temporary failure (Postfix's `maximal_queue_lifetime`).
+pub const RETRY_HORIZON_SECS: i64 = 5 * 24 * 3600;
+
 #[derive(Debug, Clone, Copy)]
 pub struct DeliveryConfig {
     /// Copies claimed per round.
@@ -29,8 +34,9 @@ pub struct DeliveryConfig {
     pub lease_secs: i64,
     /// The first retry waits this long, doubling per attempt up to six hours.
     pub retry_base_secs: i64,
-    /// After this many attempts a temporary failure is final.
-    pub max_attempts: u32,
+    /// A copy still refused temporarily this long after it was queued fails as a temporary
+    /// (soft) bounce.
+    pub retry_horizon_secs: i64,
     /// Batches delivered at once to one destination domain, across every worker and process
     /// (Postfix's `default_destination_concurrency_limit` is 20): a big list mostly at one
     /// provider does not open more sessions towards it than this.
@@ -39,7 +45,13 @@ pub struct DeliveryConfig {
 
 impl Default for DeliveryConfig {
     fn default() -> Self {
-        Self { batch: 100, lease_secs: 300, retry_base_secs: 30, max_attempts: 10, domain_concurrency: 20 }
+        Self {
+            batch: 100,
+            lease_secs: 300,
+            retry_base_secs: 30,
+            retry_horizon_secs: RETRY_HORIZON_SECS,
+            domain_concurrency: 20,
+        }
     }
 }
 
@@ -73,6 +85,7 @@ pub fn run_once(app: &Service, cfg: &DeliveryConfig) -> Result<Round, MailingErr
         round.requeued = tx.requeue_expired(now)?;
         let copies = tx.claim_copies(now, now.plus_secs(cfg.lease_secs), cfg.batch, cfg.domain_concurrency)?;
         let mut sends: HashMap<i64, SendRecord> = HashMap::new();
+        let mut posts: HashMap<i64, Vec<u8>> = HashMap::new();
         let mut lists: HashMap<i64, MailingList> = HashMap::new();
         let mut signers: HashMap<i64, Option<dkim::Signer>> = HashMap::new();
         // A list with a submission account sends through it (never through the relay instead).
@@ -83,6 +96,9 @@ pub fn run_once(app: &Service, cfg: &DeliveryConfig) -> Result<Round, MailingErr
                 && let Some(s) = tx.send_by_id(copy.list_id, copy.send_id)?
             {
                 tx.mark_sending(s.id)?;
+                if let Some(raw) = tx.send_raw(s.id)? {
+                    posts.insert(s.id.get(), raw);
+                }
                 e.insert(s);
             }
             if let std::collections::hash_map::Entry::Vacant(e) = lists.entry(copy.list_id.get())
@@ -109,9 +125,22 @@ pub fn run_once(app: &Service, cfg: &DeliveryConfig) -> Result<Round, MailingErr
             )?;
             prepared.push((copy, token));
         }
-        Ok::<_, MailingError>((prepared, sends, lists, signers, accounts))
+        Ok::<_, MailingError>((prepared, sends, lists, signers, posts, accounts))
     })?;
-    let (prepared, sends, lists, signers, accounts) = claimed;
+    let (prepared, sends, lists, signers, posts, accounts) = claimed;
+    // A send made from a post: its copies are built from the post, once for the batch (the
+    // poster's DMARC policy looked up outside any transaction).
+    let templates: HashMap<i64, compose::PostTemplate> = posts
+        .iter()
+        .filter_map(|(id, raw)| {
+            let send = sends.get(id)?;
+            let list = lists.get(&send.list_id.get())?;
+            let poster = super::posts::summarize(raw, None).from;
+            let domain = poster.as_ref().map(|a| a.domain().as_str());
+            let from = super::dmarc::from_handling(&app.mail_in.dmarc, &*app.egress.dns, list, domain, now);
+            Some((*id, compose::post_template(list, send, raw, from, now)?))
+        })
+        .collect();
     round.claimed = prepared.len() as u64;
     let mut outcomes = Vec::with_capacity(prepared.len());
     // Accounts that answered "not now" in this round, and until when they rest: their other
@@ -125,18 +154,21 @@ pub fn run_once(app: &Service, cfg: &DeliveryConfig) -> Result<Round, MailingErr
             continue;
         }
         let (Some(send), Some(list)) = (sends.get(&copy.send_id.get()), lists.get(&copy.list_id.get())) else {
-            outcomes.push((copy.id, CopyState::Failed, None, Some("the send or its list is gone".to_owned())));
+            outcomes.push((copy.id, CopyState::Failed, None, Some("the send or its list is gone".to_owned()), None));
             continue;
         };
         let url = format!("{}/p/unsubscribe/{token}", app.settings.public_url);
-        let mut message = compose(&compose::Copy {
-            list,
-            send,
-            copy_id: copy.id.get(),
-            recipient: &copy.recipient,
-            unsubscribe_url: &url,
-            now,
-        });
+        let mut message = match templates.get(&send.id.get()) {
+            Some(t) => t.copy(list, copy.id.get(), &copy.recipient, &url),
+            None => compose(&compose::Copy {
+                list,
+                send,
+                copy_id: copy.id.get(),
+                recipient: &copy.recipient,
+                unsubscribe_url: &url,
+                now,
+            }),
+        };
         dkim::sign_message(signers.get(&list.domain_id.get()).and_then(Option::as_ref), &mut message, now);
         let transport = match accounts.get(&list_key) {
             None => Arc::clone(&app.mail),
@@ -151,15 +183,26 @@ pub fn run_once(app: &Service, cfg: &DeliveryConfig) -> Result<Round, MailingErr
             tracing::info!(list = list_key, until = %until.to_rfc3339(), error = %e, "submission account slowed down");
             throttled.insert(list_key, until);
         }
+        let at = app.clock.now();
         let outcome = match sent {
-            Ok(()) => (copy.id, CopyState::Sent, None, None),
-            Err(SendError::Permanent(e)) => (copy.id, CopyState::Failed, None, Some(e)),
-            Err(SendError::Temporary(e)) if copy.attempts >= cfg.max_attempts => {
-                (copy.id, CopyState::Failed, None, Some(format!("gave up after {} attempts: {e}", copy.attempts)))
+            Ok(()) => (copy.id, CopyState::Sent, None, None, None),
+            // The receiving server refused the copy: a permanent bounce of its member.
+            Err(SendError::Permanent(e)) => {
+                let facts = smtp_bounce(Permanence::Permanent, BounceSource::Smtp, &e);
+                (copy.id, CopyState::Bounced, None, Some(e), Some((copy.clone(), facts)))
+            }
+            Err(SendError::Temporary(e)) if at >= copy.created_at.plus_secs(cfg.retry_horizon_secs) => {
+                let why = format!(
+                    "gave up after {} attempts over {} days: {e}",
+                    copy.attempts,
+                    cfg.retry_horizon_secs / 86_400
+                );
+                let facts = smtp_bounce(Permanence::Temporary, BounceSource::Expired, &why);
+                (copy.id, CopyState::Failed, None, Some(why), Some((copy.clone(), facts)))
             }
             Err(SendError::Temporary(e)) => {
-                let at = app.clock.now().plus_secs(backoff(cfg.retry_base_secs, copy.attempts));
-                (copy.id, CopyState::Deferred, Some(at), Some(e))
+                let next = at.plus_secs(backoff(cfg.retry_base_secs, copy.attempts));
+                (copy.id, CopyState::Deferred, Some(next), Some(e), None)
             }
         };
         outcomes.push(outcome);
@@ -169,14 +212,15 @@ pub fn run_once(app: &Service, cfg: &DeliveryConfig) -> Result<Round, MailingErr
         settle(app)?;
         return Ok(round);
     }
-    in_write(&*app.store, |tx| {
+    let reenable = in_write(&*app.store, |tx| {
         for (list, until) in &throttled {
             tx.throttle_submission(super::model::ListId::from_stored(*list), *until)?;
         }
         for (id, at) in &released {
             tx.release_copy(*id, *at)?;
         }
-        for (id, state, next, error) in &outcomes {
+        let mut reenable = Vec::new();
+        for (id, state, next, error, bounce) in &outcomes {
             // A copy whose lease expired meanwhile was requeued: its new holder records it.
             if tx.finish_copy(*id, *state, *next, error.as_deref(), done)? {
                 match state {
@@ -184,10 +228,20 @@ pub fn run_once(app: &Service, cfg: &DeliveryConfig) -> Result<Round, MailingErr
                     CopyState::Deferred => round.deferred += 1,
                     _ => round.failed += 1,
                 }
+                if let Some((copy, facts)) = bounce
+                    && let (Some(list), Some(mut member)) =
+                        (lists.get(&copy.list_id.get()), tx.find_member(copy.member_id)?)
+                {
+                    let recorded = bounces::record(tx, list, &mut member, Some(copy.id), facts, done)?;
+                    reenable.extend(recorded.reenable);
+                }
             }
         }
-        Ok::<_, MailingError>(())
+        Ok::<_, MailingError>(reenable)
     })?;
+    for mail in &reenable {
+        bounces::send_reenable(app, mail, done);
+    }
     settle(app)?;
     Ok(round)
 }
@@ -247,6 +301,23 @@ pub fn settle(app: &Service) -> Result<u64, MailingError> {
         if n < 100 {
             return Ok(closed);
         }
+    }
+}
+
+/// A refusal of the receiving server as a bounce: its enhanced status code (`5.1.1`) or else its
+/// reply code (`550`), and the reply as the diagnostic.
+fn smtp_bounce(permanence: Permanence, source: BounceSource, reply: &str) -> BounceFacts {
+    let words: Vec<&str> = reply.split_whitespace().take(2).collect();
+    let enhanced = words.iter().find(|w| {
+        let parts: Vec<&str> = w.split('.').collect();
+        parts.len() == 3 && parts.iter().all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+    });
+    let basic = words.first().filter(|w| w.len() == 3 && w.bytes().all(|b| b.is_ascii_digit()));
+    BounceFacts {
+        permanence,
+        source,
+        status_code: enhanced.or(basic).map(|s| (*s).to_owned()),
+        diagnostic: Some(reply.chars().take(1000).collect()),
     }
 }
 
@@ -435,11 +506,21 @@ mod tests {
         assert_eq!(in_write(&*w.app.store, |tx| lease(tx, t2, 2)).unwrap().len(), 1);
     }
 
+    fn member0(w: &World) -> crate::mailing::model::Member {
+        in_read(&*w.app.store, |tx| {
+            let list =
+                tx.list_by_name(&DomainName::parse("example.org").unwrap(), &ListName::parse("news").unwrap())?;
+            tx.member_by_email(list.unwrap().id, &EmailAddress::parse("m0@example.net").unwrap())
+        })
+        .unwrap()
+        .unwrap()
+    }
+
     #[test]
-    fn temporary_failures_back_off_and_give_up_after_the_last_attempt() {
+    fn temporary_failures_back_off_then_fail_as_a_soft_bounce_past_the_retry_horizon() {
         let (w, send) = world(1);
-        let cfg = DeliveryConfig { max_attempts: 3, retry_base_secs: 10, ..DeliveryConfig::default() };
-        *w.mail.fail_with.lock().unwrap() = Some(SendError::Temporary("451 try later".into()));
+        let cfg = DeliveryConfig { retry_horizon_secs: 30, retry_base_secs: 10, ..DeliveryConfig::default() };
+        *w.mail.fail_with.lock().unwrap() = Some(SendError::Temporary("451 4.3.0 try later".into()));
         assert_eq!(run_once(&w.app, &cfg).unwrap().deferred, 1);
         assert_eq!(run_once(&w.app, &cfg).unwrap().claimed, 0, "not before its time");
         w.clock.advance_secs(10);
@@ -447,11 +528,53 @@ mod tests {
         w.clock.advance_secs(19);
         assert_eq!(run_once(&w.app, &cfg).unwrap().claimed, 0, "the second wait is twice the first");
         w.clock.advance_secs(1);
-        assert_eq!(run_once(&w.app, &cfg).unwrap().failed, 1, "the third attempt was the last");
+        assert_eq!(run_once(&w.app, &cfg).unwrap().failed, 1, "30 s after it was queued: past the horizon");
         let list = in_read(&*w.app.store, |tx| tx.send_list(send)).unwrap().unwrap();
         let s = in_read(&*w.app.store, |tx| tx.send_by_id(list, send)).unwrap().unwrap();
         assert_eq!(s.state, SendState::Failed);
         assert_eq!(events(&w.app, EventName::SendFailed), 1);
+        // A soft bounce: recorded, not scored, no event.
+        let m = member0(&w);
+        assert_eq!((m.bounce_score, m.last_bounce_at), (0, None));
+        let recorded = in_read(&*w.app.store, |tx| tx.member_bounces(m.id, 10)).unwrap();
+        assert_eq!(recorded.len(), 1);
+        assert_eq!(recorded[0].permanence, Permanence::Temporary);
+        assert_eq!(recorded[0].source, BounceSource::Expired);
+        assert!(!recorded[0].scored);
+        assert_eq!(events(&w.app, EventName::MemberBounced), 0);
+    }
+
+    #[test]
+    fn a_5xx_of_the_receiving_server_bounces_the_copy_and_scores_its_member() {
+        let (w, send) = world(1);
+        *w.mail.fail_with.lock().unwrap() =
+            Some(SendError::Permanent("550 5.1.1 <m0@example.net>: no such user".into()));
+        let round = run_once(&w.app, &DeliveryConfig::default()).unwrap();
+        assert_eq!((round.sent, round.failed), (0, 1));
+        let counts = in_read(&*w.app.store, |tx| tx.copy_counts(send)).unwrap();
+        assert_eq!(counts.get(CopyState::Bounced), 1);
+        let m = member0(&w);
+        assert_eq!(m.bounce_score, 1);
+        assert_eq!(m.last_bounce_at, Some(w.clock.now()));
+        let recorded = in_read(&*w.app.store, |tx| tx.member_bounces(m.id, 10)).unwrap();
+        assert_eq!(recorded[0].status_code.as_deref(), Some("5.1.1"));
+        assert_eq!(recorded[0].source, BounceSource::Smtp);
+        let evs = in_read(&*w.app.store, |tx| tx.events_after(None, 100)).unwrap();
+        let bounced: Vec<_> = evs.iter().filter(|e| e.name == EventName::MemberBounced).collect();
+        assert_eq!(bounced.len(), 1);
+        assert_eq!(bounced[0].data["score"], 1);
+        assert_eq!(bounced[0].data["status_code"], "5.1.1");
+        assert_eq!(bounced[0].data["member"]["email"], "m0@example.net");
+        assert_eq!(events(&w.app, EventName::SendFailed), 1, "no copy was delivered");
+    }
+
+    #[test]
+    fn smtp_replies_give_their_status_code() {
+        let f = smtp_bounce(Permanence::Permanent, BounceSource::Smtp, "550 5.7.1 blocked");
+        assert_eq!(f.status_code.as_deref(), Some("5.7.1"));
+        let f = smtp_bounce(Permanence::Permanent, BounceSource::Smtp, "554 go away");
+        assert_eq!(f.status_code.as_deref(), Some("554"));
+        assert_eq!(smtp_bounce(Permanence::Permanent, BounceSource::Smtp, "").status_code, None);
     }
 
     /// Accounts whose every submission goes to one recording transport.

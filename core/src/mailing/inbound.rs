@@ -251,8 +251,13 @@ pub enum Processed {
     Done(posts::Outcome),
     /// A request (`L-request`, `L-join`, `L-leave`) or owner mail, done; the outcome as recorded.
     Request(super::requests::Outcome),
+    /// A message at a bounce address, recognised and recorded, or forwarded to the owners.
+    Bounce(super::bounces::Received),
     /// Its role's handler is not part of this pipeline yet: left `received`.
     Waiting,
+    /// The rules could not process it (its list is gone, ...): recorded `failed` and logged, so
+    /// it does not come back at every round.
+    Failed(String),
     /// Already processed (by another process, or before a restart).
     AlreadyDone,
 }
@@ -272,28 +277,92 @@ pub fn process(app: &Service, id: InboundId) -> Result<Processed, super::Mailing
         return Ok(Processed::AlreadyDone);
     }
     match m.role {
-        Role::Post => Ok(posts::accept(app, &m)?.map_or(Processed::AlreadyDone, Processed::Done)),
-        Role::Request | Role::Join | Role::Leave | Role::Owner => {
-            Ok(super::requests::accept(app, &m)?.map_or(Processed::AlreadyDone, Processed::Request))
-        }
-        Role::Bounces { .. } => Ok(Processed::Waiting),
+        Role::Post => match posts::accept(app, &m) {
+            Ok(done) => {
+                // A post just held: its list's owners and moderators are told, once it is committed.
+                if let Some(posts::Outcome::Held(held, _)) = &done {
+                    super::moderation::announce_held(app, m.list_id, *held);
+                }
+                Ok(done.map_or(Processed::AlreadyDone, Processed::Done))
+            }
+            Err(e) => failed(app, id, e),
+        },
+        Role::Request | Role::Join | Role::Leave | Role::Owner => match super::requests::accept(app, &m) {
+            Ok(done) => Ok(done.map_or(Processed::AlreadyDone, Processed::Request)),
+            Err(e) => failed(app, id, e),
+        },
+        Role::Bounces { .. } => match super::bounces::receive_inbound(app, &m) {
+            Ok(done) => Ok(done.map_or(Processed::AlreadyDone, Processed::Bounce)),
+            Err(e) => failed(app, id, e),
+        },
     }
+}
+
+/// A message the rules could not process: a database error is transient (it is processed again
+/// later); anything else is recorded `failed` and logged, so it does not come back at every round.
+fn failed(app: &Service, id: InboundId, e: super::MailingError) -> Result<Processed, super::MailingError> {
+    if let super::MailingError::Store(_) = e {
+        return Err(e);
+    }
+    tracing::error!(inbound = id.get(), error = %e, "a received message could not be processed");
+    let now = app.clock.now();
+    in_write(&*app.store, |tx| tx.finish_inbound(id, "failed", now))?;
+    Ok(Processed::Failed(e.to_string()))
 }
 
 /// Processes every message still `received` (at start: what a crash left between the store and
 /// the processing); how many were processed now.
 pub fn process_waiting(app: &Service) -> Result<u64, super::MailingError> {
-    let mut after = None;
+    process_after(app, &mut None)
+}
+
+/// Processes the messages still `received` with an id above `cursor`, moving it past them: a
+/// processing loop keeps its cursor, so a message left waiting for another role's handler is
+/// looked at once per start, not on every round. How many were processed.
+pub fn process_after(app: &Service, cursor: &mut Option<InboundId>) -> Result<u64, super::MailingError> {
     let mut n = 0;
     loop {
-        let ids = in_read(&*app.store, |tx| tx.inbound_waiting(after, 100))?;
+        let ids = in_read(&*app.store, |tx| tx.inbound_waiting(*cursor, 100))?;
         let Some(last) = ids.last().copied() else { return Ok(n) };
-        after = Some(last);
         for id in ids {
-            if let Processed::Done(_) | Processed::Request(_) = process(app, id)? {
+            if let Processed::Done(_) | Processed::Request(_) | Processed::Bounce(_) = process(app, id)? {
                 n += 1;
             }
+            *cursor = Some(id);
         }
+        *cursor = Some(last);
+    }
+}
+
+/// Mail in's state shared by the frontends and the processing loop of one process.
+#[derive(Debug, Default)]
+pub struct MailIn {
+    pub wakeup: Wakeup,
+    /// Posters' DMARC policies, for the copies' `From`.
+    pub dmarc: super::dmarc::Cache,
+}
+
+/// Tells the processing loop that messages were stored (the LMTP frontend rings it after its
+/// replies); the loop also looks on its own now and then.
+#[derive(Debug, Default)]
+pub struct Wakeup {
+    rung: std::sync::Mutex<bool>,
+    bell: std::sync::Condvar,
+}
+
+impl Wakeup {
+    pub fn ring(&self) {
+        if let Ok(mut rung) = self.rung.lock() {
+            *rung = true;
+            self.bell.notify_all();
+        }
+    }
+
+    /// Waits until rung or `timeout` passed; whether it was rung.
+    pub fn wait(&self, timeout: std::time::Duration) -> bool {
+        let Ok(rung) = self.rung.lock() else { return false };
+        let Ok((mut rung, _)) = self.bell.wait_timeout_while(rung, timeout, |r| !*r) else { return false };
+        std::mem::take(&mut *rung)
     }
 }
 
@@ -386,7 +455,9 @@ mod tests {
         match p {
             Processed::Done(o) => o.as_str(),
             Processed::Request(o) => o.as_str(),
+            Processed::Bounce(_) => "bounce",
             Processed::Waiting => "waiting",
+            Processed::Failed(_) => "failed",
             Processed::AlreadyDone => "already",
         }
     }

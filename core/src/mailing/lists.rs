@@ -42,8 +42,10 @@ pub struct ListPatch {
     pub footer_html: Option<Option<String>>,
     pub reply_to: Option<ReplyTo>,
     pub bounce_disable_score: Option<u32>,
+    pub held_days: Option<u32>,
     pub digest_frequency: Option<DigestFrequency>,
     pub max_message_kb: Option<u32>,
+    pub dmarc_mitigation: Option<super::model::DmarcMitigation>,
 }
 
 /// Authorises `need` on the list and loads it (404 unknown or out of reach; 403 without the
@@ -194,6 +196,11 @@ pub fn update(
     {
         return Err(MailingError::Invalid("bounce_disable_score must be between 1 and 1000".into()));
     }
+    if let Some(days) = patch.held_days
+        && !(1..=365).contains(&days)
+    {
+        return Err(MailingError::Invalid("held_days must be between 1 and 365".into()));
+    }
     if let Some(kb) = patch.max_message_kb
         && !(1..=102_400).contains(&kb)
     {
@@ -233,11 +240,18 @@ pub fn update(
         if let Some(v) = patch.bounce_disable_score {
             pol.bounce_disable_score = v;
         }
+        if let Some(v) = patch.held_days {
+            pol.held_days = v;
+            tx.set_held_days(l.id, v)?;
+        }
         if let Some(v) = patch.digest_frequency {
             pol.digest_frequency = v;
         }
         if let Some(v) = patch.max_message_kb {
             pol.max_message_kb = v;
+        }
+        if let Some(v) = patch.dmarc_mitigation {
+            pol.dmarc_mitigation = v;
         }
         l.updated_at = now;
         tx.update_list(&l)?;

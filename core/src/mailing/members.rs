@@ -398,6 +398,49 @@ pub fn remove(
     })
 }
 
+/// An administrator sets a member's status (`PATCH .../members/{member}`). Only `active` may be
+/// set: a `disabled` member is re-enabled (score 0, the disabling cleared), audited; an active one
+/// stays as it is; any other state is 409 (a pending or departed address needs its own consent,
+/// not an administrator's switch). Answers the member as it now stands.
+pub fn set_status(
+    app: &Service,
+    p: &Principal,
+    ctx: &RequestCtx,
+    domain: &DomainName,
+    name: &ListName,
+    member: &MemberRef,
+    status: &str,
+) -> Result<Member, MailingError> {
+    let list = lists::authorized(app, p, ctx, Perm::MembersWrite, domain, name, "member.update")?;
+    if MemberStatus::parse(status) != Some(MemberStatus::Active) {
+        return Err(MailingError::Invalid(format!(
+            "status {status:?} cannot be set: only \"active\" (re-enable a disabled member)"
+        )));
+    }
+    let now = app.clock.now();
+    in_write(&*app.store, |tx| {
+        let found = match member {
+            MemberRef::Id(id) => tx.member_by_id(list.id, *id)?,
+            MemberRef::Email(e) => tx.member_by_email(list.id, e)?,
+        };
+        let mut m = found.ok_or(MailingError::NotFound("member"))?;
+        match m.status {
+            MemberStatus::Active => return Ok(m),
+            MemberStatus::Disabled => {}
+            other => {
+                return Err(MailingError::Conflict(format!(
+                    "{} is {}: only a disabled member can be re-enabled",
+                    m.email,
+                    other.as_str()
+                )));
+            }
+        }
+        super::bounces::apply_reenable(tx, &mut m, now)?;
+        audit_done(tx, p, ctx, now, "member.reenable", &format!("member:{}:{}", list.address(), m.id))?;
+        Ok(m)
+    })
+}
+
 /// Takes a member off its list by `trigger` (an administrator's `Remove`, the subscriber's
 /// `Unsubscribe`) in `tx`: the state machine's next state stored and `member.removed` emitted with
 /// `reason`. `false`, with nothing written, when the state machine refuses (already gone).

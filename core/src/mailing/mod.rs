@@ -6,12 +6,14 @@
 //! change with its audit entry and its lifecycle event in one transaction.
 
 pub mod accounts;
+pub mod bounces;
 pub mod compose;
 pub mod credentials;
 pub mod dashboard;
 pub mod delivery;
 pub mod digests;
 pub mod dkim;
+pub mod dmarc;
 pub mod dns_check;
 pub mod domains;
 pub mod export;
@@ -57,6 +59,10 @@ pub struct Service {
     pub dkim: Arc<dyn dkim::DkimKeyMaker>,
     /// Mail-account credentials: the keyring, the sessions with accounts, open submission transports.
     pub credentials: credentials::Credentials,
+    /// Reads received messages (bounces) into their parts.
+    pub mime: Arc<dyn bounces::MimeReader>,
+    /// Mail in's process-wide state: the processing loop's wake-up, the DMARC policy cache.
+    pub mail_in: inbound::MailIn,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -61,6 +61,11 @@ wire_enum!(ListStatus { Active = "active", Archived = "archived" });
 wire_enum!(ReplyTo { List = "list", Poster = "poster" });
 wire_enum!(DigestFrequency { Daily = "daily", Weekly = "weekly" });
 wire_enum!(
+    /// What a post's copies do when the poster's domain publishes DMARC `p=reject` or
+    /// `p=quarantine`: `munge_from` (From becomes the list, the poster in Reply-To) or `none`.
+    DmarcMitigation { MungeFrom = "munge_from", None = "none" }
+);
+wire_enum!(
     MemberStatus { Pending = "pending", Active = "active", Disabled = "disabled", Unsubscribed = "unsubscribed", Removed = "removed" }
 );
 wire_enum!(
@@ -95,8 +100,11 @@ pub struct ListPolicies {
     pub footer_html: Option<String>,
     pub reply_to: ReplyTo,
     pub bounce_disable_score: u32,
+    /// A held post not decided within this many days is discarded.
+    pub held_days: u32,
     pub digest_frequency: DigestFrequency,
     pub max_message_kb: u32,
+    pub dmarc_mitigation: DmarcMitigation,
 }
 
 impl ListPolicies {
@@ -114,8 +122,10 @@ impl ListPolicies {
             footer_html: None,
             reply_to: ReplyTo::List,
             bounce_disable_score: 5,
+            held_days: 14,
             digest_frequency: DigestFrequency::Daily,
             max_message_kb: 1024,
+            dmarc_mitigation: DmarcMitigation::MungeFrom,
         }
     }
 }
@@ -301,6 +311,8 @@ pub struct Copy {
     pub member_id: MemberId,
     pub recipient: EmailAddress,
     pub attempts: u32,
+    /// When the copy was queued: the retry horizon counts from here.
+    pub created_at: Timestamp,
 }
 
 id_type!(
@@ -357,4 +369,50 @@ pub struct Delivery {
     /// Attempts so far, this one included.
     pub attempts: u32,
     pub created_at: Timestamp,
+}
+
+wire_enum!(
+    /// How serious a bounce is: `permanent` scores, `temporary` (a delay, a 4.x.x, a full mailbox)
+    /// is recorded only.
+    Permanence { Temporary = "temporary", Permanent = "permanent" }
+);
+
+impl Permanence {
+    /// Permanent before temporary, to pick the most serious of several failures.
+    pub fn rank(self) -> u8 {
+        match self {
+            Permanence::Temporary => 0,
+            Permanence::Permanent => 1,
+        }
+    }
+}
+
+wire_enum!(
+    /// Where a bounce came from: a DSN or a recognised report at the copy's VERP address, the
+    /// receiving server's 5xx during delivery, or a copy deferred past the retry horizon.
+    BounceSource { Dsn = "dsn", Report = "report", Smtp = "smtp", Expired = "expired" }
+);
+
+/// A copy a bounce names (by its VERP token).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BouncedCopy {
+    pub id: CopyId,
+    pub send_id: SendId,
+    pub list_id: ListId,
+    pub member_id: MemberId,
+    pub state: CopyState,
+}
+
+/// A bounce as recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BounceRecord {
+    pub member_id: MemberId,
+    pub copy_id: Option<CopyId>,
+    pub permanence: Permanence,
+    pub source: BounceSource,
+    pub status_code: Option<String>,
+    pub diagnostic: Option<String>,
+    /// Whether it added to the member's score.
+    pub scored: bool,
+    pub at: Timestamp,
 }

@@ -5,15 +5,27 @@
 //! moderators deciding the same item at once, the first decides and the second finds nothing to
 //! decide (404, as for any item already decided). A refusal's audit entry is committed.
 
-use super::model::{MailingList, Member, MemberId, PendingReason};
+use super::model::{ListId, MailingList, Member, MemberId, PendingReason};
+use super::posts::{self, HeldId, HeldPost};
+use super::sends::Submitted;
 use super::state::{self, MemberState, Trigger};
 use super::{MailingError, Service, domains, lists};
 use crate::access::principal::{InTx, RequestCtx, audit_done};
 use crate::access::{Perm, Principal};
-use crate::kernel::{DomainName, EmailAddress, EventName, ListName, Notice, Page, Paged, Timestamp};
+use crate::kernel::{Actor, DomainName, EmailAddress, EventName, ListName, NewAuditEntry, Notice, Page, Paged};
+use crate::kernel::{Outcome as Audited, RequestId, Timestamp};
 use crate::mailing::ports::Tx;
-use crate::storage::{in_read, in_write_keeping_refusals};
+use crate::storage::{in_nested, in_read, in_write, in_write_keeping_refusals};
+use mail_parser::MessageParser;
 use serde_json::json;
+
+/// The first text part of a held post is shown up to this many bytes.
+pub const MAX_HELD_TEXT: usize = 64 * 1024;
+/// A held post's `headers` object: at most this many fields, each value at most this long.
+const MAX_HEADERS: usize = 200;
+const MAX_HEADER_VALUE: usize = 8 * 1024;
+/// A rejection's reason, as mailed to the poster.
+pub const MAX_REJECT_REASON: usize = 4096;
 
 /// Where a moderator decides, as the notices link it: the API resource of the queue (there is
 /// no administration page yet; this is the one place to point the link elsewhere).
@@ -203,5 +215,290 @@ fn notice_text(app: &Service, list: &MailingList, item: &HeldItem) -> (String, S
                 ),
             )
         }
+    }
+}
+
+/// The posts the list holds for its moderators, oldest first.
+pub fn messages(
+    app: &Service,
+    p: &Principal,
+    ctx: &RequestCtx,
+    domain: &DomainName,
+    name: &ListName,
+    page: Page,
+) -> Result<Paged<HeldPost>, MailingError> {
+    let list = lists::authorized(app, p, ctx, Perm::Moderate, domain, name, "moderation.message.list")?;
+    Ok(in_read(&*app.store, |tx| tx.held_posts(list.id, page))?)
+}
+
+/// A held post as a moderator reads it: the listing's fields, its header fields (unfolded, in
+/// order; a repeated field's values joined by a line break) and its first text part.
+#[derive(Debug, Clone)]
+pub struct HeldMessage {
+    pub post: HeldPost,
+    pub headers: Vec<(String, String)>,
+    pub text: Option<String>,
+}
+
+/// One held post; 404 when it is not held on this list (unknown, or decided).
+pub fn message(
+    app: &Service,
+    p: &Principal,
+    ctx: &RequestCtx,
+    domain: &DomainName,
+    name: &ListName,
+    id: HeldId,
+) -> Result<HeldMessage, MailingError> {
+    let action = "moderation.message.read";
+    let list = lists::authorized(app, p, ctx, Perm::Moderate, domain, name, action)?;
+    let Some(post) = in_read(&*app.store, |tx| tx.held_by_id(list.id, id))? else {
+        let e = MailingError::NotFound("held message");
+        return Err(domains::refuse(app, p, ctx, action, &format!("held:{}:{id}", list.address()), e));
+    };
+    let headers = header_fields(&post.raw);
+    let text = posts::first_text(&post.raw, MAX_HELD_TEXT);
+    Ok(HeldMessage { post, headers, text })
+}
+
+/// The header fields of a message, unfolded and bounded (mail-parser finds them).
+fn header_fields(raw: &[u8]) -> Vec<(String, String)> {
+    let Some(m) = MessageParser::default().parse_headers(raw) else { return Vec::new() };
+    let mut out: Vec<(String, String)> = Vec::new();
+    for h in m.headers() {
+        let value = raw.get(h.offset_start() as usize..h.offset_end() as usize).unwrap_or_default();
+        let value: String = String::from_utf8_lossy(value)
+            .split(['\r', '\n'])
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect::<Vec<_>>()
+            .join(" ")
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .take(MAX_HEADER_VALUE)
+            .collect();
+        let name = h.name().to_owned();
+        let full = out.len() >= MAX_HEADERS;
+        match out.iter_mut().find(|(n, _)| n.eq_ignore_ascii_case(&name)) {
+            Some((_, v)) if v.len() < MAX_HEADER_VALUE => {
+                v.push('\n');
+                v.push_str(&value);
+            }
+            None if !full => out.push((name, value)),
+            Some(_) | None => {}
+        }
+    }
+    out
+}
+
+/// A moderator's decision on a held post.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MessageDecision {
+    /// Posted as if the policy had let it through (`send.submitted`).
+    Approve,
+    /// Deleted; the poster gets a rejection mail, with the reason when one is given.
+    Reject(Option<String>),
+    /// Deleted; nobody is told.
+    Discard,
+}
+
+impl MessageDecision {
+    fn action(&self) -> &'static str {
+        match self {
+            MessageDecision::Approve => "moderation.message.approve",
+            MessageDecision::Reject(_) => "moderation.message.reject",
+            MessageDecision::Discard => "moderation.message.discard",
+        }
+    }
+}
+
+/// Decides a held post: approve (posted: the send), reject (the poster told) or discard. 404 when
+/// it is not held on the list any more (decided, expired). An approval the list cannot send (an
+/// archived list: 409) leaves the post held.
+pub fn decide_message(
+    app: &Service,
+    p: &Principal,
+    ctx: &RequestCtx,
+    domain: &DomainName,
+    name: &ListName,
+    id: HeldId,
+    decision: MessageDecision,
+) -> Result<Option<Submitted>, MailingError> {
+    if let MessageDecision::Reject(Some(reason)) = &decision {
+        super::check_text("reason", reason, MAX_REJECT_REASON, true)?;
+    }
+    let now = app.clock.now();
+    let action = decision.action();
+    let (list, post, submitted) = in_write_keeping_refusals(&*app.store, |tx| {
+        let list = lists::authorized(InTx(&mut *tx, now), p, ctx, Perm::Moderate, domain, name, action)?;
+        let target = format!("held:{}:{id}", list.address());
+        let Some(post) = tx.held_by_id(list.id, id)? else {
+            let e = MailingError::NotFound("held message");
+            return Err(domains::refuse(InTx(&mut *tx, now), p, ctx, action, &target, e));
+        };
+        let submitted = in_nested(tx, |tx| {
+            if !tx.delete_held(list.id, id)? {
+                return Err(MailingError::NotFound("held message"));
+            }
+            let submitted = match decision {
+                MessageDecision::Approve => Some(posts::publish(tx, &list, &post.raw, p, ctx, now)?),
+                MessageDecision::Reject(_) | MessageDecision::Discard => None,
+            };
+            audit_done(tx, p, ctx, now, action, &target)?;
+            Ok::<_, MailingError>(submitted)
+        })?;
+        Ok::<_, MailingError>((list, post, submitted))
+    })?;
+    if let MessageDecision::Reject(reason) = &decision {
+        tell_poster(app, &list, &post, reason.as_deref(), now);
+    }
+    Ok(submitted)
+}
+
+/// Tells the poster of a rejected post, with the moderator's reason. A failure is logged.
+fn tell_poster(app: &Service, list: &MailingList, post: &HeldPost, reason: Option<&str>, now: Timestamp) {
+    let to = post.from.as_deref().or(post.envelope_from.as_deref()).and_then(|a| EmailAddress::parse(a).ok());
+    let Some(to) = to else {
+        tracing::info!(list = %list.address(), held = post.id.get(), "rejected post without an address to tell");
+        return;
+    };
+    let subject = format!("Your message to {} was rejected", list.address());
+    let why = reason.map_or_else(String::new, |r| format!("\nThe moderator's reason:\n\n{r}\n"));
+    let body = format!(
+        "Hello,\n\nYour message to the list \"{}\" ({}) was not distributed: its moderators rejected it.\n\n\
+         Subject: {}\n{why}",
+        list.display_name,
+        list.address(),
+        post.subject.as_deref().unwrap_or("")
+    );
+    let notice = Notice { from: &app.settings.mail_from, to: &to, subject: &subject, body: &body, date: now };
+    if let Err(e) = app.mail.send(&notice.compose()) {
+        tracing::warn!(list = %list.address(), error = %e, "rejection mail failed");
+    }
+}
+
+/// Tells the list's owners and moderators about a post just held (after its transaction
+/// committed). A post no longer held (decided meanwhile) is not announced.
+pub fn announce_held(app: &Service, list: ListId, id: HeldId) {
+    let found = in_read(&*app.store, |tx| {
+        Ok::<_, crate::storage::StoreError>((tx.list_by_id(list)?, tx.held_by_id(list, id)?))
+    });
+    match found {
+        Ok((Some(list), Some(post))) => {
+            let item = HeldItem::Post {
+                id: id.get(),
+                from: post.from.or(post.envelope_from).unwrap_or_default(),
+                subject: post.subject.unwrap_or_default(),
+                reason: post.reason.as_str().to_owned(),
+            };
+            notify_moderators(app, &list, &item);
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!(held = id.get(), error = %e, "cannot read a held post to announce it"),
+    }
+}
+
+/// Held posts past their list's `held_days` are discarded (each audited as the housekeeping's
+/// `moderation.message.expire`); how many.
+pub fn expire_held(app: &Service) -> Result<u64, MailingError> {
+    let now = app.clock.now();
+    in_write(&*app.store, |tx| {
+        let expired = tx.expire_held(now)?;
+        for (list, id) in &expired {
+            let target = match tx.list_by_id(*list)? {
+                Some(l) => format!("held:{}:{id}", l.address()),
+                None => format!("held:{}:{id}", list.get()),
+            };
+            tx.append_audit(&NewAuditEntry {
+                at: now,
+                request_id: RequestId::internal("housekeeping"),
+                actor: Actor { user_id: None, key_id: None, member_id: None },
+                action: "moderation.message.expire".into(),
+                target,
+                outcome: Audited::Done,
+            })?;
+        }
+        Ok::<_, MailingError>(expired.len() as u64)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::access::users::{self, NewUser};
+    use crate::adapters::sqlite::SqliteStore;
+    use crate::kernel::Clock;
+    use crate::mailing::inbound::{self, Oversize};
+    use crate::mailing::model::{PostingPolicy, SubscriptionPolicy};
+    use crate::testing::{FixedClock, RecordingTransport};
+    use std::sync::Arc;
+
+    #[test]
+    fn a_held_post_waits_its_lists_held_days_then_the_housekeeping_discards_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(FixedClock::at(Timestamp::from_unix_secs(1_800_000_000)));
+        let store = SqliteStore::open(&dir.path().join("t.db"), clock.now().unix_micros()).unwrap();
+        let mail = Arc::new(RecordingTransport::default());
+        let app = crate::testing::mailing(Arc::new(store), clock.clone(), mail, crate::egress::Egress::offline());
+        let (p, ctx) = (Principal::operator(), RequestCtx::cli());
+        let owner = EmailAddress::parse("owner@example.org").unwrap();
+        users::create(
+            &app.access,
+            &p,
+            &ctx,
+            NewUser { email: owner.clone(), profile: Default::default(), password: None },
+        )
+        .unwrap();
+        let d = DomainName::parse("example.org").unwrap();
+        domains::create(
+            &app,
+            &p,
+            &ctx,
+            domains::NewDomainRequest { name: d.clone(), dkim_selector: None, default_subscription_policy: None },
+        )
+        .unwrap();
+        for (name, days) in [("short", 2), ("long", 14)] {
+            let l = ListName::parse(name).unwrap();
+            let new = lists::NewList {
+                name: l.clone(),
+                display_name: name.into(),
+                owner: owner.clone(),
+                kind: None,
+                subscription_policy: Some(SubscriptionPolicy::Open),
+            };
+            lists::create(&app, &p, &ctx, &d, new).unwrap();
+            let patch = lists::ListPatch {
+                posting_policy: Some(PostingPolicy::Moderated),
+                held_days: Some(days),
+                ..Default::default()
+            };
+            assert_eq!(lists::update(&app, &p, &ctx, &d, &l, patch).unwrap().policies.held_days, days);
+            let raw = format!("From: a@example.net\r\nSubject: to {name}\r\nMessage-ID: <{name}@x>\r\n\r\nhi\r\n");
+            inbound::receive(
+                &app,
+                Some("a@example.net"),
+                &format!("{name}@example.org"),
+                raw.as_bytes(),
+                Oversize::Refuse,
+            )
+            .unwrap();
+        }
+        let held =
+            |name: &str| messages(&app, &p, &ctx, &d, &ListName::parse(name).unwrap(), Page::first(10)).unwrap().total;
+        assert_eq!((held("short"), held("long")), (1, 1));
+        assert_eq!(expire_held(&app).unwrap(), 0, "nothing is old yet");
+        clock.advance_secs(2 * 86400 + 1);
+        assert_eq!(expire_held(&app).unwrap(), 1);
+        assert_eq!((held("short"), held("long")), (0, 1), "each list's own held_days");
+        clock.advance_secs(12 * 86400);
+        assert_eq!(expire_held(&app).unwrap(), 1);
+        assert_eq!(held("long"), 0);
+        let audit = in_read(&*app.store, |tx| {
+            tx.list_audit(
+                &crate::kernel::AuditFilter { action: Some("moderation.message.expire".into()), ..Default::default() },
+                Page::first(10),
+            )
+        })
+        .unwrap();
+        assert_eq!(audit.total, 2);
     }
 }

@@ -23,6 +23,7 @@ pub trait Tx:
     + InboundRepo
     + ModerationRepo
     + CredentialRepo
+    + BounceRepo
 {
 }
 
@@ -354,12 +355,38 @@ pub trait ModerationRepo {
         domain: &DomainName,
         list: &crate::kernel::ListName,
     ) -> Result<Vec<EmailAddress>, StoreError>;
+    fn set_held_days(&mut self, list: ListId, days: u32) -> Result<(), StoreError>;
+    /// Held posts over the given lists (every list when `None`).
+    fn count_held(&mut self, lists: Option<&[ListId]>) -> Result<u64, StoreError>;
+    /// Deletes the held posts received more than their list's `held_days` before `now`; which.
+    fn expire_held(&mut self, now: Timestamp) -> Result<Vec<(ListId, super::posts::HeldId)>, StoreError>;
     /// The addresses of the active accounts holding the `owner` role on the list, ordered.
     fn list_owners(
         &mut self,
         domain: &DomainName,
         list: &crate::kernel::ListName,
     ) -> Result<Vec<EmailAddress>, StoreError>;
+}
+
+/// Mail-account credentials of lists (one per list and kind).
+pub trait CredentialRepo {
+    fn credentials_of(&mut self, list: ListId) -> Result<Vec<MailCredential>, StoreError>;
+    fn credential(&mut self, list: ListId, kind: CredentialKind) -> Result<Option<MailCredential>, StoreError>;
+    /// Every credential of a kind, of every list (the ingest pollers).
+    fn credentials_of_kind(&mut self, kind: CredentialKind) -> Result<Vec<MailCredential>, StoreError>;
+    /// Inserts, or replaces the list's credential of that kind.
+    fn upsert_credential(&mut self, c: &MailCredential) -> Result<(), StoreError>;
+    fn delete_credential(&mut self, list: ListId, kind: CredentialKind) -> Result<bool, StoreError>;
+    /// A session's outcome: `None` sets `last_ok_at`; an error sets `last_error` and `last_error_at`.
+    fn record_credential_outcome(
+        &mut self,
+        list: ListId,
+        kind: CredentialKind,
+        error: Option<&str>,
+        now: Timestamp,
+    ) -> Result<(), StoreError>;
+    /// No copy of the list is claimed before `until` (its submission account said "slow down").
+    fn throttle_submission(&mut self, list: ListId, until: Timestamp) -> Result<(), StoreError>;
 }
 
 /// A message received for a list address, as stored before the sender was told it was taken.
@@ -422,23 +449,34 @@ pub trait InboundRepo {
     fn delete_held(&mut self, list: ListId, id: super::posts::HeldId) -> Result<bool, StoreError>;
 }
 
-/// Mail-account credentials of lists (one per list and kind).
-pub trait CredentialRepo {
-    fn credentials_of(&mut self, list: ListId) -> Result<Vec<MailCredential>, StoreError>;
-    fn credential(&mut self, list: ListId, kind: CredentialKind) -> Result<Option<MailCredential>, StoreError>;
-    /// Every credential of a kind, of every list (the ingest pollers).
-    fn credentials_of_kind(&mut self, kind: CredentialKind) -> Result<Vec<MailCredential>, StoreError>;
-    /// Inserts, or replaces the list's credential of that kind.
-    fn upsert_credential(&mut self, c: &MailCredential) -> Result<(), StoreError>;
-    fn delete_credential(&mut self, list: ListId, kind: CredentialKind) -> Result<bool, StoreError>;
-    /// A session's outcome: `None` sets `last_ok_at`; an error sets `last_error` and `last_error_at`.
-    fn record_credential_outcome(
-        &mut self,
-        list: ListId,
-        kind: CredentialKind,
-        error: Option<&str>,
-        now: Timestamp,
-    ) -> Result<(), StoreError>;
-    /// No copy of the list is claimed before `until` (its submission account said "slow down").
-    fn throttle_submission(&mut self, list: ListId, until: Timestamp) -> Result<(), StoreError>;
+/// A bounce to record.
+#[derive(Debug, Clone)]
+pub struct NewBounce<'a> {
+    pub list_id: ListId,
+    pub member_id: MemberId,
+    pub copy_id: Option<CopyId>,
+    pub permanence: super::model::Permanence,
+    pub source: super::model::BounceSource,
+    pub status_code: Option<&'a str>,
+    pub diagnostic: Option<&'a str>,
+    pub scored: bool,
+}
+
+/// Bounces: the copies they name, their record, the decay of scores, and who hears of the
+/// messages nobody recognised.
+pub trait BounceRepo {
+    fn copy_for_bounce(&mut self, id: CopyId) -> Result<Option<super::model::BouncedCopy>, StoreError>;
+    /// A delivered (or failed) copy becomes `bounced`; `false` when it was in another state.
+    fn mark_copy_bounced(&mut self, id: CopyId, error: &str, now: Timestamp) -> Result<bool, StoreError>;
+    fn insert_bounce(&mut self, b: &NewBounce<'_>, now: Timestamp) -> Result<(), StoreError>;
+    /// The member's bounces, newest first.
+    fn member_bounces(&mut self, member: MemberId, limit: u32) -> Result<Vec<super::model::BounceRecord>, StoreError>;
+    /// Active members whose last bounce is at or before `quiet_since` get their score back to 0;
+    /// how many.
+    fn decay_bounce_scores(&mut self, quiet_since: Timestamp, now: Timestamp) -> Result<u64, StoreError>;
+    /// The addresses of the list's owners (active accounts).
+    fn list_owner_emails(&mut self, list: &MailingList) -> Result<Vec<EmailAddress>, StoreError>;
+    /// Bounces recorded since `since` over the given lists (every list when `None`): (permanent,
+    /// temporary).
+    fn bounce_counts(&mut self, lists: Option<&[ListId]>, since: Timestamp) -> Result<(u64, u64), StoreError>;
 }

@@ -60,8 +60,10 @@ pub fn list_detail(l: &MailingList) -> Value {
         "footer_html": p.footer_html,
         "reply_to": p.reply_to.as_str(),
         "bounce_disable_score": p.bounce_disable_score,
+        "held_days": p.held_days,
         "digest_frequency": p.digest_frequency.as_str(),
         "max_message_kb": p.max_message_kb,
+        "dmarc_mitigation": p.dmarc_mitigation.as_str(),
         "created_at": l.created_at.to_rfc3339(),
         "updated_at": l.updated_at.to_rfc3339(),
     });
@@ -140,6 +142,7 @@ pub fn dashboard(d: &Dashboard) -> Value {
         "sends_in_flight": d.sends_in_flight,
         "held_messages": d.held_messages,
         "pending_subscriptions": d.pending_subscriptions,
+        "bounces_last_7_days": { "permanent": d.bounces_7d.0, "temporary": d.bounces_7d.1 },
     })
 }
 
@@ -226,6 +229,39 @@ pub fn pending_subscription(m: &Member) -> Value {
         "display_name": m.display_name,
         "requested_at": time(Some(m.updated_at)),
     })
+}
+
+/// A held post as listed (`GET .../moderation/messages`).
+pub fn held_message(h: &super::posts::HeldPost) -> Value {
+    json!({
+        "id": h.id.get(),
+        "from": h.from.as_deref().or(h.envelope_from.as_deref()),
+        "subject": h.subject.as_deref().unwrap_or(""),
+        "received_at": time(Some(h.received_at)),
+        "reason": h.reason.as_str(),
+        "size": h.size,
+    })
+}
+
+/// A held post as read (`GET .../moderation/messages/{id}`): the listing's fields, `headers`
+/// (an object: a repeated field's values joined by a line break) and `text`.
+pub fn held_message_detail(m: &super::moderation::HeldMessage) -> Value {
+    let mut v = held_message(&m.post);
+    let headers: serde_json::Map<String, Value> =
+        m.headers.iter().map(|(k, val)| (k.clone(), Value::String(val.clone()))).collect();
+    v["headers"] = Value::Object(headers);
+    v["text"] = json!(m.text);
+    v
+}
+
+/// An approved held post: the send it became.
+pub fn held_approved(id: super::posts::HeldId, s: &super::sends::Submitted) -> Value {
+    json!({ "id": id.get(), "decision": "approved", "send_id": s.send_id.get(), "recipients": s.recipients })
+}
+
+/// A held post rejected or discarded.
+pub fn held_decided(id: super::posts::HeldId, decision: &str) -> Value {
+    json!({ "id": id.get(), "decision": decision })
 }
 
 /// A mail-account credential: never its password, sealed or not.

@@ -12,7 +12,7 @@ use axum::extract::{Path, RawQuery, State};
 use courrier_core::access::Principal;
 use courrier_core::kernel::{EmailAddress, ListName};
 use courrier_core::mailing::lists;
-use courrier_core::mailing::model::{DigestFrequency, ListKind, ListStatus, PostingPolicy, ReplyTo};
+use courrier_core::mailing::model::{DigestFrequency, DmarcMitigation, ListKind, ListStatus, PostingPolicy, ReplyTo};
 use serde::Deserialize;
 use serde_json::Value;
 use std::sync::Arc;
@@ -97,9 +97,12 @@ pub(super) struct ListPatchBody {
     reply_to: Option<String>,
     #[serde(default, with = "crate::body::whole")]
     bounce_disable_score: Option<u32>,
+    #[serde(default, with = "crate::body::whole")]
+    held_days: Option<u32>,
     digest_frequency: Option<String>,
     #[serde(default, with = "crate::body::whole")]
     max_message_kb: Option<u32>,
+    dmarc_mitigation: Option<String>,
 }
 
 pub(super) async fn update_list(
@@ -120,6 +123,7 @@ pub(super) async fn update_list(
         footer_html: b.footer_html,
         reply_to: parse_enum("reply_to", b.reply_to, ReplyTo::parse, &ReplyTo::names())?,
         bounce_disable_score: b.bounce_disable_score,
+        held_days: b.held_days,
         digest_frequency: parse_enum(
             "digest_frequency",
             b.digest_frequency,
@@ -127,6 +131,12 @@ pub(super) async fn update_list(
             &DigestFrequency::names(),
         )?,
         max_message_kb: b.max_message_kb,
+        dmarc_mitigation: parse_enum(
+            "dmarc_mitigation",
+            b.dmarc_mitigation,
+            DmarcMitigation::parse,
+            &DmarcMitigation::names(),
+        )?,
     };
     let app = state.mailing.clone();
     let found = run_blocking(move || Ok(lists::update(&app, &p, &ctx, &d, &l, patch)?)).await?;

@@ -6,7 +6,7 @@ use super::{invalid, names};
 use crate::AppState;
 use crate::auth::{Auth, Ctx};
 use crate::blocking::run_blocking;
-use crate::body::parse_json;
+use crate::body::{Json, parse_json};
 use crate::envelope::Reply;
 use crate::error::ApiError;
 use crate::query::QueryParams;
@@ -53,6 +53,26 @@ pub(super) async fn get_member(
     let who = MemberRef::parse(&member).map_err(|_| ApiError::new(Code::NotFound, "member not found"))?;
     let app = state.mailing.clone();
     let m = run_blocking(move || Ok(members::get(&app, &p, &ctx, &d, &l, &who)?)).await?;
+    Ok(Reply::ok(courrier_core::mailing::views::member(&m)))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct MemberPatchBody {
+    status: String,
+}
+
+pub(super) async fn update_member(
+    State(state): State<AppState>,
+    Auth(p): Auth,
+    Ctx(ctx): Ctx,
+    Path((domain, list, member)): Path<(String, String, String)>,
+    Json(b): Json<MemberPatchBody>,
+) -> Result<Reply, ApiError> {
+    let (d, l) = names(&domain, &list)?;
+    let who = MemberRef::parse(&member).map_err(|_| ApiError::new(Code::NotFound, "member not found"))?;
+    let app = state.mailing.clone();
+    let m = run_blocking(move || Ok(members::set_status(&app, &p, &ctx, &d, &l, &who, &b.status)?)).await?;
     Ok(Reply::ok(courrier_core::mailing::views::member(&m)))
 }
 

@@ -14,7 +14,7 @@ use axum::extract::{Path, State};
 use axum::response::Response;
 use axum::routing::on;
 use courrier_core::access::{AccessError, users};
-use courrier_core::mailing::{delivery, subscriptions};
+use courrier_core::mailing::{bounces, delivery, subscriptions};
 use http::{HeaderMap, Method, StatusCode};
 use maud::{Markup, html};
 
@@ -118,6 +118,38 @@ pub static ROUTES: &[Route] = &[
         body_limit: FORM_LIMIT,
         errors: &[404],
         handler: |m| on(m, unsubscribe_submit),
+    },
+    Route {
+        method: Method::GET,
+        path: "/p/reenable/{token}",
+        api: Api::Page,
+        operation_id: "reenablePage",
+        summary: "What a re-enable link (mailed when bounces disabled a member) would do, with a button",
+        tag: "pages",
+        access: Access::Public,
+        params: TOKEN,
+        query: &[],
+        request: None,
+        success: Success::Raw("text/html", schema::STRING),
+        body_limit: FORM_LIMIT,
+        errors: &[404],
+        handler: |m| on(m, reenable_form),
+    },
+    Route {
+        method: Method::POST,
+        path: "/p/reenable/{token}",
+        api: Api::Page,
+        operation_id: "reenableSubmit",
+        summary: "Re-enable a member disabled by bounces through its link (score back to 0)",
+        tag: "pages",
+        access: Access::Public,
+        params: TOKEN,
+        query: &[],
+        request: None,
+        success: Success::Raw("text/html", schema::STRING),
+        body_limit: FORM_LIMIT,
+        errors: &[404],
+        handler: |m| on(m, reenable_submit),
     },
     Route {
         method: Method::GET,
@@ -351,6 +383,60 @@ async fn unsubscribe_submit(
             lang.t("Unsubscribed", "Désabonné"),
             html! { p {
                 b { (s.email) } (lang.t(" will receive nothing more from ", " ne recevra plus rien de ")) b { (s.list_address) } "."
+            } },
+        ),
+        None => invalid_link(lang),
+    })
+}
+
+async fn reenable_form(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(token): Path<String>,
+) -> Result<Response, ApiError> {
+    let lang = Lang::of(&headers);
+    let app = state.mailing.clone();
+    let found = run_blocking(move || Ok(bounces::reenable_peek(&app, &token)?)).await?;
+    Ok(match found {
+        Some(r) => page(
+            lang,
+            StatusCode::OK,
+            lang.t("Receive the list again", "Recevoir à nouveau la liste"),
+            html! {
+                p {
+                    (lang.t("Mail from ", "Le courrier de ")) b { (r.list_address) }
+                    (lang.t(" to ", " vers ")) b { (r.email) }
+                    (lang.t(
+                        " was returned as undeliverable, so the list stopped sending it. Does the address work again?",
+                        " a été renvoyé comme impossible à distribuer : la liste a cessé de l'envoyer. L'adresse fonctionne-t-elle à nouveau ?",
+                    ))
+                }
+                form method="post" { button type="submit" { (lang.t("Send me the list again", "Renvoyez-moi la liste")) } }
+            },
+        ),
+        None => invalid_link(lang),
+    })
+}
+
+async fn reenable_submit(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(token): Path<String>,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let lang = Lang::of(&headers);
+    // The form has no fields; its body is read (bounded) only so the connection stays usable.
+    read_limited(body, FORM_LIMIT, state.body_read_timeout).await?;
+    let app = state.mailing.clone();
+    let done = run_blocking(move || Ok(bounces::reenable(&app, &token)?)).await?;
+    Ok(match done {
+        Some(r) => page(
+            lang,
+            StatusCode::OK,
+            lang.t("Subscription resumed", "Abonnement repris"),
+            html! { p {
+                b { (r.email) } (lang.t(" receives ", " reçoit à nouveau ")) b { (r.list_address) }
+                (lang.t(" again.", "."))
             } },
         ),
         None => invalid_link(lang),

@@ -2,9 +2,9 @@ use super::access::{corrupt, email_key, ts};
 use super::{SqliteTx, map_err, paged};
 use crate::kernel::{DomainName, EmailAddress, ListName, Page, Paged, Timestamp};
 use crate::mailing::model::{
-    Consent, DeliveryMode, DigestFrequency, Domain, DomainId, DomainStatus, DomainVisibility, ListId, ListKind,
-    ListPolicies, ListStatus, ListVisibility, MailingList, Member, MemberFilter, MemberId, MemberStatus, NewMember,
-    PendingReason, PostingPolicy, ReplyTo, StatusCounts, SubscriptionPolicy,
+    Consent, DeliveryMode, DigestFrequency, DmarcMitigation, Domain, DomainId, DomainStatus, DomainVisibility, ListId,
+    ListKind, ListPolicies, ListStatus, ListVisibility, MailingList, Member, MemberFilter, MemberId, MemberStatus,
+    NewMember, PendingReason, PostingPolicy, ReplyTo, StatusCounts, SubscriptionPolicy,
 };
 use crate::mailing::ports::{MailingRepo, NewDomain};
 use crate::storage::StoreError;
@@ -40,7 +40,8 @@ fn domain_row(r: &Row<'_>) -> rusqlite::Result<Domain> {
 
 const LIST_COLUMNS: &str = "l.id, l.domain_id, d.name, l.name, l.display_name, l.kind, l.status, l.send_suspended,
     l.subscription_policy, l.posting_policy, l.subject_tag, l.footer_text, l.footer_html, l.reply_to,
-    l.bounce_disable_score, l.digest_frequency, l.max_message_kb, l.created_at, l.updated_at";
+    l.bounce_disable_score, l.digest_frequency, l.max_message_kb, l.created_at, l.updated_at, l.dmarc_mitigation,
+    l.held_days";
 
 fn list_row(r: &Row<'_>) -> rusqlite::Result<MailingList> {
     let domain: String = r.get(2)?;
@@ -64,6 +65,8 @@ fn list_row(r: &Row<'_>) -> rusqlite::Result<MailingList> {
             bounce_disable_score: r.get(14)?,
             digest_frequency: parsed("digest frequency", &r.get::<_, String>(15)?, DigestFrequency::parse)?,
             max_message_kb: r.get(16)?,
+            dmarc_mitigation: parsed("dmarc_mitigation", &r.get::<_, String>(19)?, DmarcMitigation::parse)?,
+            held_days: r.get(20)?,
         },
         created_at: Timestamp::from_unix_micros(r.get(17)?),
         updated_at: Timestamp::from_unix_micros(r.get(18)?),
@@ -339,8 +342,8 @@ impl MailingRepo for SqliteTx {
             .prepare_cached(
                 "INSERT INTO lists (domain_id, name, display_name, kind, status, send_suspended, subscription_policy,
                    posting_policy, subject_tag, footer_text, footer_html, reply_to, bounce_disable_score,
-                   digest_frequency, max_message_kb, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+                   digest_frequency, max_message_kb, created_at, updated_at, dmarc_mitigation)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
             )
             .and_then(|mut st| {
                 st.execute(params![
@@ -360,7 +363,8 @@ impl MailingRepo for SqliteTx {
                     p.digest_frequency.as_str(),
                     p.max_message_kb,
                     l.created_at.unix_micros(),
-                    l.updated_at.unix_micros()
+                    l.updated_at.unix_micros(),
+                    p.dmarc_mitigation.as_str()
                 ])
             })
             .map_err(map_err)?;
@@ -404,7 +408,7 @@ impl MailingRepo for SqliteTx {
                 "UPDATE lists SET display_name = ?2, kind = ?3, status = ?4, send_suspended = ?5,
                    subscription_policy = ?6, posting_policy = ?7, subject_tag = ?8, footer_text = ?9,
                    footer_html = ?10, reply_to = ?11, bounce_disable_score = ?12, digest_frequency = ?13,
-                   max_message_kb = ?14, updated_at = ?15
+                   max_message_kb = ?14, updated_at = ?15, dmarc_mitigation = ?16
                  WHERE id = ?1",
             )
             .and_then(|mut st| {
@@ -423,7 +427,8 @@ impl MailingRepo for SqliteTx {
                     p.bounce_disable_score,
                     p.digest_frequency.as_str(),
                     p.max_message_kb,
-                    l.updated_at.unix_micros()
+                    l.updated_at.unix_micros(),
+                    p.dmarc_mitigation.as_str()
                 ])
             })
             .map_err(map_err)?;

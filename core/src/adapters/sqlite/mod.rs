@@ -7,6 +7,7 @@
 
 mod access;
 mod audit;
+mod bounces;
 mod checkpoint;
 mod credentials;
 mod idempotency;

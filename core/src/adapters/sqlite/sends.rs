@@ -38,7 +38,7 @@ pub(super) static COPIES: LazyLock<LeasedQueue> = LazyLock::new(|| {
                SELECT dest_domain FROM copies WHERE state = 'sending' AND lease_until >= ?1
                GROUP BY dest_domain HAVING COUNT(DISTINCT lease_until) >= ?4)
          ORDER BY c.next_attempt_at, c.id LIMIT ?3",
-        "id, send_id, list_id, member_id, recipient, attempts",
+        "id, send_id, list_id, member_id, recipient, attempts, created_at",
     )
 });
 
@@ -199,10 +199,11 @@ impl SendRepo for SqliteTx {
         per_domain: u32,
     ) -> Result<Vec<Copy>, StoreError> {
         let args = params![now.unix_micros(), lease_until.unix_micros(), i64::from(limit), i64::from(per_domain)];
-        let rows: Vec<(i64, i64, i64, i64, String, i64)> = COPIES
-            .claim(self.conn(), args, |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)))?;
+        let rows: Vec<(i64, i64, i64, i64, String, i64, i64)> = COPIES.claim(self.conn(), args, |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?))
+        })?;
         rows.into_iter()
-            .map(|(id, send, list, member, recipient, attempts)| {
+            .map(|(id, send, list, member, recipient, attempts, created_at)| {
                 Ok(Copy {
                     id: CopyId::from_stored(id),
                     send_id: SendId::from_stored(send),
@@ -211,6 +212,7 @@ impl SendRepo for SqliteTx {
                     recipient: EmailAddress::parse(&recipient)
                         .map_err(|_| map_err(corrupt("recipient", &recipient)))?,
                     attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
+                    created_at: Timestamp::from_unix_micros(created_at),
                 })
             })
             .collect()

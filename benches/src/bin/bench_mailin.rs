@@ -1,0 +1,527 @@
+//! `bench-mailin`: mail in through `courrier serve`'s LMTP server, against baselines measured in
+//! the same run on the same machine (issue 20). Scenarios (`--scenario`, default both):
+//!
+//! - `accept`: posts per second taken (250 after the durable store) by courrier's LMTP server from
+//!   Postfix's `smtp-source -L` (10 KiB messages, 4 sessions, to a list of 10 members, posting
+//!   open, the server's workers processing and delivering meanwhile), beside the same
+//!   `smtp-source -L` into Postfix's bare `smtp-sink -L` (which stores nothing). Target >= 0.5.
+//! - `latency`: a post to a list of 10,000 members, from the LMTP 250 to its last copy at the
+//!   sink (Postfix's `smtp-sink`), beside the same message sent through `POST .../sends`, from
+//!   the POST to its last copy. Target <= 1.2x.
+//!
+//! Contenders alternate round by round; the report gives every round, the medians and the ratio.
+//! `--smoke` runs both at a tiny size in a few seconds (CI). Nothing here asserts on timings.
+
+use courrier_benches::{
+    Api, BENCH_EMAIL, Server, check_status, create_api_key, create_bench_user, free_port, harness_main, json, loadavg,
+    median, positive, serve_command, sibling, utc,
+};
+use std::fmt::Write as _;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime};
+
+const DOMAIN: &str = "example.org";
+const ACCEPT_TARGET: f64 = 0.5;
+const LATENCY_TARGET: f64 = 1.2;
+const POSTER: &str = "poster@example.net";
+
+const USAGE: &str = "usage: bench-mailin [--scenario accept|latency|all (default)] [--smoke] [--courrier PATH] \
+[--rounds N (3)] [--posts N (2000)] [--sessions N (4)] [--size BYTES (10240)] [--accept-members N (10)] \
+[--members N (10000)] [--workers N (2)] [--smtp-sink PATH] [--smtp-source PATH] [--scratch DIR]";
+
+fn main() -> ExitCode {
+    harness_main("bench-mailin", USAGE, Options::parse, run)
+}
+
+struct Options {
+    accept: bool,
+    latency: bool,
+    smoke: bool,
+    courrier: PathBuf,
+    smtp_sink: PathBuf,
+    smtp_source: PathBuf,
+    rounds: u64,
+    posts: u64,
+    sessions: u64,
+    size: u64,
+    accept_members: u64,
+    members: u64,
+    workers: u64,
+    scratch: Option<PathBuf>,
+}
+
+impl Options {
+    fn parse(mut args: impl Iterator<Item = String>) -> Result<Option<Self>, String> {
+        let (mut accept, mut latency, mut smoke) = (true, true, false);
+        let mut courrier = None;
+        let (mut smtp_sink, mut smtp_source) =
+            (PathBuf::from("/usr/sbin/smtp-sink"), PathBuf::from("/usr/sbin/smtp-source"));
+        let mut scratch = None;
+        let mut num = std::collections::BTreeMap::new();
+        const NUMERIC: [&str; 8] =
+            ["--rounds", "--posts", "--sessions", "--size", "--accept-members", "--members", "--workers", "--unused"];
+        while let Some(arg) = args.next() {
+            let mut value = || args.next().ok_or_else(|| format!("{arg} needs a value"));
+            match arg.as_str() {
+                "--scenario" => match value()?.as_str() {
+                    "accept" => (accept, latency) = (true, false),
+                    "latency" => (accept, latency) = (false, true),
+                    "all" => (accept, latency) = (true, true),
+                    other => return Err(format!("--scenario must be accept, latency or all, got {other:?}")),
+                },
+                "--smoke" => smoke = true,
+                "--courrier" => courrier = Some(PathBuf::from(value()?)),
+                "--smtp-sink" => smtp_sink = PathBuf::from(value()?),
+                "--smtp-source" => smtp_source = PathBuf::from(value()?),
+                "--scratch" => scratch = Some(PathBuf::from(value()?)),
+                "-h" | "--help" => return Ok(None),
+                other => match NUMERIC.iter().find(|n| **n == other && **n != "--unused") {
+                    Some(name) => {
+                        num.insert(*name, positive(name, &value()?)?);
+                    }
+                    None => return Err(format!("unknown argument {other:?}")),
+                },
+            }
+        }
+        let d = |full: u64, tiny: u64| if smoke { tiny } else { full };
+        let get = |name: &str, default: u64| num.get(name).copied().unwrap_or(default);
+        let workers = get("--workers", 2);
+        if workers > 64 {
+            return Err("--workers must be at most 64 (COURRIER_DELIVERY_WORKERS' range)".into());
+        }
+        Ok(Some(Self {
+            accept,
+            latency,
+            smoke,
+            courrier: match courrier {
+                Some(p) => p,
+                None => sibling("courrier")?,
+            },
+            smtp_sink,
+            smtp_source,
+            rounds: get("--rounds", d(3, 1)),
+            posts: get("--posts", d(2_000, 20)),
+            sessions: get("--sessions", 4),
+            size: get("--size", 10 * 1024),
+            accept_members: get("--accept-members", 10),
+            members: get("--members", d(10_000, 20)),
+            workers,
+            scratch,
+        }))
+    }
+}
+
+fn run(opts: &Options) -> Result<(), String> {
+    if !opts.courrier.is_file() {
+        return Err(format!(
+            "courrier binary not found at {} (build it: cargo build --release -p courrier-cli, or pass --courrier)",
+            opts.courrier.display()
+        ));
+    }
+    for tool in [&opts.smtp_sink, &opts.smtp_source] {
+        if !tool.is_file() {
+            return Err(format!(
+                "{} is missing: install Postfix's tools (scripts/setup-system --test)",
+                tool.display()
+            ));
+        }
+    }
+    let scratch = match &opts.scratch {
+        Some(dir) => tempfile::TempDir::new_in(dir),
+        None => tempfile::TempDir::new(),
+    }
+    .map_err(|e| format!("cannot create a temporary directory: {e}"))?;
+    let cores = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
+    println!(
+        "bench-mailin{}: {} UTC, {cores} cores, load average at start {}\n",
+        smoke(opts),
+        utc(SystemTime::now()),
+        loadavg()
+    );
+    let dir = scratch.path().join("courrier");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    create_bench_user(&opts.courrier, &dir, true)?;
+    let key = create_api_key(&opts.courrier, &dir, "bench-mailin", "read,members:write,send,moderate,manage", 100_000)?;
+    // Copies of posts and sends go to one smtp-sink that counts them.
+    let copies = Sink::start(&opts.smtp_sink, Protocol::Smtp)?;
+    let mut c = Courrier::launch(opts, &dir, &key, copies.port)?;
+    if opts.accept {
+        println!("{}", accept_scenario(opts, &mut c)?);
+    }
+    if opts.latency {
+        println!("{}", latency_scenario(opts, &mut c, &copies)?);
+    }
+    println!("load average at the end: {}; finished {} UTC", loadavg(), utc(SystemTime::now()));
+    Ok(())
+}
+
+fn smoke(opts: &Options) -> &'static str {
+    if opts.smoke { " (smoke size: numbers mean nothing)" } else { "" }
+}
+
+fn member(i: u64) -> String {
+    format!("m{i}@example.net")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Postfix's smtp-sink, counting messages
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Protocol {
+    Smtp,
+    Lmtp,
+}
+
+/// `smtp-sink -c [-L] 127.0.0.1:PORT 1024`: accepts everything, stores nothing; its `-c` counters
+/// (`mesg=N`, printed after every message) are read from its output.
+struct Sink {
+    port: u16,
+    messages: Arc<AtomicU64>,
+    child: Child,
+}
+
+impl Sink {
+    fn start(bin: &Path, protocol: Protocol) -> Result<Self, String> {
+        let port = free_port()?;
+        let mut cmd = Command::new(bin);
+        cmd.arg("-c");
+        if protocol == Protocol::Lmtp {
+            cmd.arg("-L");
+        }
+        // smtp-sink refuses to keep root's privileges.
+        if is_root() {
+            cmd.args(["-u", "nobody"]);
+        }
+        let mut child = cmd
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("1024")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
+        let messages = Arc::new(AtomicU64::new(0));
+        let out = child.stdout.take().expect("piped");
+        let counter = Arc::clone(&messages);
+        std::thread::spawn(move || {
+            let mut token = Vec::new();
+            for b in BufReader::new(out).bytes() {
+                let Ok(b) = b else { return };
+                if b.is_ascii_whitespace() {
+                    if let Some(n) = token.strip_prefix(b"mesg=").and_then(|d| std::str::from_utf8(d).ok())
+                        && let Ok(n) = n.parse::<u64>()
+                    {
+                        counter.store(n, Ordering::Relaxed);
+                    }
+                    token.clear();
+                } else {
+                    token.push(b);
+                }
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if Instant::now() > deadline {
+                return Err(format!("{} did not listen on {port}", bin.display()));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(Self { port, messages, child })
+    }
+
+    fn messages(&self) -> u64 {
+        self.messages.load(Ordering::Relaxed)
+    }
+
+    /// Waits until the sink counted `n` messages; the instant it saw them (polled every ms).
+    fn wait_for(&self, n: u64, timeout: Duration) -> Result<Instant, String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.messages() >= n {
+                return Ok(Instant::now());
+            }
+            if Instant::now() > deadline {
+                return Err(format!("the sink counted {} messages, not {n}, after {timeout:?}", self.messages()));
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+impl Drop for Sink {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn is_root() -> bool {
+    Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+// ---------------------------------------------------------------------------------------------
+// courrier
+// ---------------------------------------------------------------------------------------------
+
+struct Courrier {
+    /// Dropped first: its keep-alive connection would hold the server's graceful shutdown.
+    api: Api,
+    server: Server,
+    lmtp: u16,
+    db: PathBuf,
+}
+
+impl Courrier {
+    fn launch(opts: &Options, dir: &Path, key: &str, smtp_port: u16) -> Result<Self, String> {
+        let (port, lmtp) = (free_port()?, free_port()?);
+        let mut cmd = serve_command(&opts.courrier, dir, port);
+        cmd.env("COURRIER_PUBLIC_URL", "https://lists.example.org")
+            .env("COURRIER_SMTP_URL", format!("smtp://127.0.0.1:{smtp_port}"))
+            .env("COURRIER_LMTP_LISTEN", format!("127.0.0.1:{lmtp}"))
+            .env("COURRIER_DELIVERY_WORKERS", opts.workers.to_string())
+            .env("COURRIER_OCR_WORKERS", "1");
+        let mut server = Server::start("courrier", cmd, port, dir.join("server.log"))?.terminate_on_drop();
+        server.wait_healthy()?;
+        let api = Api::bearer(&format!("http://127.0.0.1:{port}"), key);
+        api.expect("POST", "/api/v1/domains", &serde_json::json!({ "name": DOMAIN }), &[201, 409])?;
+        Ok(Self { api, server, lmtp, db: dir.join("courrier.db") })
+    }
+
+    /// A list open to posts with `n` regular members.
+    fn list_with_members(&self, list: &str, n: u64) -> Result<(), String> {
+        let body = serde_json::json!({
+            "name": list, "display_name": format!("Bench {list}"), "owner_email": BENCH_EMAIL,
+            "subscription_policy": "open",
+        });
+        self.api.expect("POST", &format!("/api/v1/domains/{DOMAIN}/lists"), &body, &[201])?;
+        let path = format!("/api/v1/domains/{DOMAIN}/lists/{list}");
+        self.api.expect("PATCH", &path, &serde_json::json!({ "posting_policy": "open" }), &[200])?;
+        let mut csv = String::from("email,display_name,delivery_mode\n");
+        for i in 0..n {
+            let _ = writeln!(csv, "{},,regular", member(i));
+        }
+        let import = format!("{path}/members/import?consent_evidence=bench-mailin");
+        let (status, body) = self.api.send("POST", &import, "text/csv", csv.as_bytes(), &[])?;
+        check_status("POST members/import", status, &body, &[200])?;
+        match json(&body)?["data"]["added"].as_u64() {
+            Some(added) if added == n => Ok(()),
+            _ => Err(format!("the import did not add {n} members: {}", body.chars().take(300).collect::<String>())),
+        }
+    }
+}
+
+/// `smtp-source -L -d -s SESSIONS -m COUNT -l SIZE` to `to` at 127.0.0.1:port; its wall time.
+fn source_lmtp(opts: &Options, port: u16, count: u64, to: &str) -> Result<Duration, String> {
+    let t = Instant::now();
+    let out = Command::new(&opts.smtp_source)
+        .args(["-L", "-d", "-s", &opts.sessions.to_string(), "-m", &count.to_string()])
+        .args(["-l", &opts.size.to_string(), "-f", POSTER, "-t", to])
+        .arg(format!("127.0.0.1:{port}"))
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", opts.smtp_source.display()))?;
+    let took = t.elapsed();
+    if !out.status.success() {
+        return Err(format!("smtp-source failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim()));
+    }
+    Ok(took)
+}
+
+fn accept_scenario(opts: &Options, c: &mut Courrier) -> Result<String, String> {
+    let started = (SystemTime::now(), loadavg());
+    let (n, list) = (opts.posts, "accept");
+    c.list_with_members(list, opts.accept_members)?;
+    let to = format!("{list}@{DOMAIN}");
+    let bare = Sink::start(&opts.smtp_sink, Protocol::Lmtp)?;
+    let mut rounds = Vec::new();
+    let mut stored_before = 0;
+    for round in 1..=opts.rounds {
+        eprintln!("accept round {round}/{}: smtp-source -L into smtp-sink -L, {n} posts", opts.rounds);
+        let before = bare.messages();
+        let b = source_lmtp(opts, bare.port, n, &to)?;
+        bare.wait_for(before + n, Duration::from_secs(10))?;
+        eprintln!("  {:.2} s", b.as_secs_f64());
+        eprintln!("accept round {round}/{}: smtp-source -L into courrier's LMTP server, {n} posts", opts.rounds);
+        let t = source_lmtp(opts, c.lmtp, n, &to)?;
+        c.server.check_alive()?;
+        // Every post acknowledged was stored: the inbound store holds n more.
+        let stored = count_inbound(&c.db)?;
+        if stored - stored_before != n {
+            return Err(format!("courrier stored {} posts, not {n}", stored - stored_before));
+        }
+        stored_before = stored;
+        eprintln!("  {:.2} s", t.as_secs_f64());
+        rounds.push((b, t));
+    }
+    let rate = |d: &Duration| n as f64 / d.as_secs_f64();
+    let mut out = String::new();
+    let _ =
+        writeln!(out, "### accept{} ({} UTC, load average {} at its start)", smoke(opts), utc(started.0), started.1);
+    let _ = writeln!(
+        out,
+        "`smtp-source -L -d -s {} -m {n} -l {} -f {POSTER} -t {to} 127.0.0.1:PORT` into Postfix's `smtp-sink -L` \
+         (accepts, stores nothing), then into `courrier serve`'s LMTP server (each post stored durably before its \
+         250; the list has {} members and posting open; `COURRIER_DELIVERY_WORKERS={}` process and deliver the \
+         posts meanwhile to an `smtp-sink`). Wall time of smtp-source.",
+        opts.sessions, opts.size, opts.accept_members, opts.workers
+    );
+    let _ = writeln!(out);
+    let _ = writeln!(out, "| round | smtp-sink -L | posts/s | courrier | posts/s | ratio courrier/smtp-sink |");
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|");
+    for (i, (b, t)) in rounds.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "| {} | {:.2} s | {:.0} | {:.2} s | {:.0} | {:.2} |",
+            i + 1,
+            b.as_secs_f64(),
+            rate(b),
+            t.as_secs_f64(),
+            rate(t),
+            rate(t) / rate(b)
+        );
+    }
+    let (bm, cm) =
+        (median(rounds.iter().map(|r| rate(&r.0)).collect()), median(rounds.iter().map(|r| rate(&r.1)).collect()));
+    let _ = writeln!(out, "| **median** | | **{bm:.0}** | | **{cm:.0}** | **{:.2}** |", cm / bm);
+    let _ = writeln!(out);
+    let verdict = if opts.smoke {
+        "smoke size, no verdict"
+    } else if cm / bm >= ACCEPT_TARGET {
+        "met"
+    } else {
+        "NOT met"
+    };
+    let _ = writeln!(
+        out,
+        "ratio courrier/smtp-sink -L (median posts/s): {:.2} (target >= {ACCEPT_TARGET}: {verdict})",
+        cm / bm
+    );
+    Ok(out)
+}
+
+/// The inbound store's size, read from the server's database file (WAL: a reader beside it).
+fn count_inbound(db: &Path) -> Result<u64, String> {
+    let e = |e: rusqlite::Error| format!("reading {}: {e}", db.display());
+    let conn = rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(e)?;
+    conn.busy_timeout(Duration::from_secs(5)).map_err(e)?;
+    let n: i64 = conn.query_row("SELECT COUNT(*) FROM inbound", [], |r| r.get(0)).map_err(e)?;
+    Ok(u64::try_from(n).unwrap_or(0))
+}
+
+/// A minimal LMTP client: one post to `to`; returns when its 250 is read.
+fn lmtp_post(port: u16, to: &str, message: &str) -> Result<Instant, String> {
+    let io = |e: std::io::Error| format!("LMTP: {e}");
+    let stream = TcpStream::connect(("127.0.0.1", port)).map_err(io)?;
+    stream.set_nodelay(true).map_err(io)?;
+    stream.set_read_timeout(Some(Duration::from_secs(60))).map_err(io)?;
+    let mut r = BufReader::new(stream.try_clone().map_err(io)?);
+    let mut w = stream;
+    let reply = |r: &mut BufReader<TcpStream>| -> Result<String, String> {
+        loop {
+            let mut line = String::new();
+            r.read_line(&mut line).map_err(io)?;
+            if line.is_empty() {
+                return Err("LMTP: connection closed".into());
+            }
+            if line.as_bytes().get(3) != Some(&b'-') {
+                return Ok(line);
+            }
+        }
+    };
+    let expect = |r: &mut BufReader<TcpStream>, w: &mut TcpStream, cmd: &str, code: &str| -> Result<(), String> {
+        if !cmd.is_empty() {
+            w.write_all(cmd.as_bytes()).map_err(io)?;
+        }
+        let got = reply(r)?;
+        if got.starts_with(code) { Ok(()) } else { Err(format!("LMTP {cmd:?}: {got}")) }
+    };
+    expect(&mut r, &mut w, "", "220")?;
+    expect(&mut r, &mut w, "LHLO bench\r\n", "250")?;
+    expect(&mut r, &mut w, &format!("MAIL FROM:<{POSTER}>\r\n"), "250")?;
+    expect(&mut r, &mut w, &format!("RCPT TO:<{to}>\r\n"), "250")?;
+    expect(&mut r, &mut w, "DATA\r\n", "354")?;
+    expect(&mut r, &mut w, &format!("{message}.\r\n"), "250")?;
+    let at = Instant::now();
+    let _ = w.write_all(b"QUIT\r\n");
+    Ok(at)
+}
+
+/// About 1.5 KB of text: a typical list message.
+fn text() -> String {
+    "A line of a typical list message, long enough to wrap in a mail reader.\n".repeat(20)
+}
+
+fn latency_scenario(opts: &Options, c: &mut Courrier, sink: &Sink) -> Result<String, String> {
+    let started = (SystemTime::now(), loadavg());
+    let (m, list) = (opts.members, "big");
+    eprintln!("latency: {m} members");
+    c.list_with_members(list, m)?;
+    let mut rounds = Vec::new();
+    let timeout = Duration::from_secs(900);
+    for round in 1..=opts.rounds {
+        eprintln!("latency round {round}/{}: POST .../sends to {m} members", opts.rounds);
+        let before = sink.messages();
+        let body = serde_json::json!({ "subject": format!("Bench {round}"), "text": text() });
+        let t = Instant::now();
+        let (status, answer) = c.api.post_json(&format!("/api/v1/domains/{DOMAIN}/lists/{list}/sends"), &body, &[])?;
+        check_status("POST sends", status, &answer, &[202])?;
+        let api = sink.wait_for(before + m, timeout)?.duration_since(t);
+        eprintln!("  {:.2} s", api.as_secs_f64());
+        eprintln!("latency round {round}/{}: one post over LMTP to {m} members", opts.rounds);
+        let before = sink.messages();
+        let message = format!(
+            "From: Poster <{POSTER}>\r\nTo: {list}@{DOMAIN}\r\nSubject: Bench post {round}\r\n\
+             Message-ID: <bench-{round}-{}@example.net>\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n{}",
+            utc(SystemTime::now()).replace(' ', "T"),
+            text().replace('\n', "\r\n")
+        );
+        let accepted = lmtp_post(c.lmtp, &format!("{list}@{DOMAIN}"), &message)?;
+        let post = sink.wait_for(before + m, timeout)?.duration_since(accepted);
+        c.server.check_alive()?;
+        eprintln!("  {:.2} s", post.as_secs_f64());
+        rounds.push((api, post));
+    }
+    let mut out = String::new();
+    let _ =
+        writeln!(out, "### latency{} ({} UTC, load average {} at its start)", smoke(opts), utc(started.0), started.1);
+    let _ = writeln!(
+        out,
+        "One message to a list of {m} members, `COURRIER_DELIVERY_WORKERS={}`, copies to Postfix's `smtp-sink` \
+         (counted from its `-c` output, polled every ms): through `POST .../sends`, from the request to the last copy \
+         at the sink; as a post over LMTP, from its 250 (stored) to the last copy (processing, fan-out and \
+         delivery).",
+        opts.workers
+    );
+    let _ = writeln!(out);
+    let _ = writeln!(out, "| round | POST .../sends | LMTP post | ratio post/sends |");
+    let _ = writeln!(out, "|---|---:|---:|---:|");
+    for (i, (a, p)) in rounds.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "| {} | {:.2} s | {:.2} s | {:.2} |",
+            i + 1,
+            a.as_secs_f64(),
+            p.as_secs_f64(),
+            p.as_secs_f64() / a.as_secs_f64()
+        );
+    }
+    let am = median(rounds.iter().map(|r| r.0.as_secs_f64()).collect());
+    let pm = median(rounds.iter().map(|r| r.1.as_secs_f64()).collect());
+    let _ = writeln!(out, "| **median** | **{am:.2} s** | **{pm:.2} s** | **{:.2}** |", pm / am);
+    let _ = writeln!(out);
+    let verdict = if opts.smoke {
+        "smoke size, no verdict"
+    } else if pm / am <= LATENCY_TARGET {
+        "met"
+    } else {
+        "NOT met"
+    };
+    let _ = writeln!(out, "ratio post/sends (medians): {:.2} (target <= {LATENCY_TARGET}: {verdict})", pm / am);
+    Ok(out)
+}

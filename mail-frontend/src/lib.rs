@@ -1,0 +1,486 @@
+//! The LMTP server (RFC 2033): how the installation's MTA hands mail for list addresses to
+//! Courrier. It only speaks the protocol and calls core's inbound pipeline
+//! (`courrier_core::mailing::inbound`): `RCPT` resolves the address (550 5.1.1 when it names no
+//! list), the end of `DATA` stores the message for every accepted recipient in one durable
+//! transaction, and only then answers 250, one reply per recipient (552 over the list's size,
+//! 451 when the store cannot take it). Processing happens after, in the processing loop, which
+//! the server wakes.
+//!
+//! Bounded: command lines, the message size (the largest limit of the recipients' lists, and a
+//! hard cap), recipients per message, connections at once, and a time-out on every read, so a
+//! slow or silent client holds only its own connection.
+
+use courrier_core::mailing::Service;
+use courrier_core::mailing::inbound::{self, InboundError, Resolved};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+
+/// The server's limits.
+#[derive(Debug, Clone)]
+pub struct LmtpLimits {
+    /// Connections served at once; one more is told 421 and closed.
+    pub max_connections: usize,
+    /// A command line's longest length (RFC 5321 says 512; extensions make it longer).
+    pub max_command_line: usize,
+    /// Recipients per message.
+    pub max_recipients: usize,
+    /// No message is read beyond this, whatever its lists allow (100 MiB, the largest
+    /// `max_message_kb`, plus room for the headers an MTA adds).
+    pub max_message_bytes: usize,
+    /// The wait for a command (RFC 5321 4.5.3.2: at least 5 minutes).
+    pub command_timeout: Duration,
+    /// The wait for each block of message data.
+    pub data_timeout: Duration,
+    /// The name in the greeting and the `LHLO` reply.
+    pub hostname: String,
+}
+
+impl Default for LmtpLimits {
+    fn default() -> Self {
+        Self {
+            max_connections: 256,
+            max_command_line: 2048,
+            max_recipients: 100,
+            max_message_bytes: 100 * 1024 * 1024 + 64 * 1024,
+            command_timeout: Duration::from_secs(300),
+            data_timeout: Duration::from_secs(180),
+            hostname: "localhost".into(),
+        }
+    }
+}
+
+/// Binds the LMTP socket (a busy port is reported at start, before anything runs).
+pub fn listen(addr: std::net::SocketAddr) -> std::io::Result<std::net::TcpListener> {
+    let l = std::net::TcpListener::bind(addr)?;
+    l.set_nonblocking(true)?;
+    Ok(l)
+}
+
+/// Serves LMTP until `shutdown` resolves. Connections in progress are left to finish on the
+/// runtime; a message is acknowledged only once stored, so an interrupted one is retried by the
+/// MTA and found a duplicate by its Message-ID if it had been stored.
+pub async fn serve(
+    listener: TcpListener,
+    app: Arc<Service>,
+    limits: LmtpLimits,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    let limits = Arc::new(limits);
+    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            () = &mut shutdown => return Ok(()),
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    // Out of descriptors and the like: wait a little rather than spin.
+                    tracing::warn!(error = %e, "LMTP accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let _ = stream.set_nodelay(true);
+        let (app, limits) = (Arc::clone(&app), Arc::clone(&limits));
+        match Arc::clone(&slots).try_acquire_owned() {
+            Ok(slot) => {
+                tokio::spawn(async move {
+                    if let Err(e) = session(stream, &app, &limits).await {
+                        tracing::debug!(%peer, error = %e, "LMTP session ended");
+                    }
+                    drop(slot);
+                });
+            }
+            Err(_) => {
+                tokio::spawn(async move {
+                    let mut stream = stream;
+                    let _ = stream.write_all(b"421 4.3.2 too many connections, try again later\r\n").await;
+                });
+            }
+        }
+    }
+}
+
+/// What reading one line found.
+#[derive(Debug, PartialEq, Eq)]
+enum Line {
+    /// A line (its LF included) was appended.
+    Complete,
+    /// The line ran past the limit: it was read to its end and dropped.
+    TooLong,
+    /// The peer closed the connection.
+    Eof,
+}
+
+/// Reads one line into `out`, at most `max` bytes; a longer one is consumed and dropped.
+async fn read_line<R: AsyncBufRead + Unpin>(r: &mut R, out: &mut Vec<u8>, max: usize) -> std::io::Result<Line> {
+    let mut too_long = false;
+    loop {
+        let buf = r.fill_buf().await?;
+        if buf.is_empty() {
+            return Ok(Line::Eof);
+        }
+        let (n, done) = match buf.iter().position(|b| *b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (buf.len(), false),
+        };
+        if !too_long {
+            if out.len() + n > max {
+                too_long = true;
+            } else {
+                out.extend_from_slice(&buf[..n]);
+            }
+        }
+        r.consume(n);
+        if done {
+            return Ok(if too_long { Line::TooLong } else { Line::Complete });
+        }
+    }
+}
+
+/// A session's transaction state.
+#[derive(Default)]
+struct Envelope {
+    /// `Some(None)` after `MAIL FROM:<>`.
+    from: Option<Option<String>>,
+    recipients: Vec<Resolved>,
+    /// The `SIZE=` the client declared.
+    declared_size: Option<usize>,
+}
+
+async fn reply<W: AsyncWrite + Unpin>(w: &mut W, text: &str) -> std::io::Result<()> {
+    w.write_all(text.as_bytes()).await?;
+    w.write_all(b"\r\n").await
+}
+
+/// The address between `<` and `>` after `FROM:` or `TO:`, and the parameters after it.
+fn path_of<'a>(args: &'a str, keyword: &str) -> Option<(&'a str, &'a str)> {
+    let rest = args.get(..keyword.len()).filter(|k| k.eq_ignore_ascii_case(keyword)).map(|_| &args[keyword.len()..])?;
+    let rest = rest.trim_start();
+    let rest = rest.strip_prefix('<')?;
+    let end = rest.find('>')?;
+    Some((rest[..end].trim(), rest[end + 1..].trim()))
+}
+
+async fn session(stream: TcpStream, app: &Arc<Service>, limits: &LmtpLimits) -> std::io::Result<()> {
+    let (read, mut write) = stream.into_split();
+    let mut read = BufReader::with_capacity(16 * 1024, read);
+    reply(&mut write, &format!("220 {} LMTP Courrier ready", limits.hostname)).await?;
+    let mut greeted = false;
+    let mut env = Envelope::default();
+    let mut line = Vec::with_capacity(256);
+    loop {
+        line.clear();
+        let got = match tokio::time::timeout(
+            limits.command_timeout,
+            read_line(&mut read, &mut line, limits.max_command_line),
+        )
+        .await
+        {
+            Ok(got) => got?,
+            Err(_) => {
+                reply(&mut write, "421 4.4.2 timeout waiting for a command").await?;
+                return Ok(());
+            }
+        };
+        match got {
+            Line::Eof => return Ok(()),
+            Line::TooLong => {
+                reply(&mut write, "500 5.5.2 line too long").await?;
+                continue;
+            }
+            Line::Complete => {}
+        }
+        let text = String::from_utf8_lossy(&line);
+        let text = text.trim_end_matches(['\r', '\n']);
+        let (verb, args) = text.split_once(' ').unwrap_or((text, ""));
+        let verb = verb.to_ascii_uppercase();
+        match verb.as_str() {
+            "LHLO" => {
+                env = Envelope::default();
+                greeted = true;
+                let h = &limits.hostname;
+                let size = limits.max_message_bytes;
+                let text =
+                    format!("250-{h}\r\n250-PIPELINING\r\n250-ENHANCEDSTATUSCODES\r\n250-8BITMIME\r\n250 SIZE {size}");
+                reply(&mut write, &text).await?;
+            }
+            "HELO" | "EHLO" => reply(&mut write, "500 5.5.1 this is LMTP: say LHLO").await?,
+            "MAIL" => {
+                if !greeted {
+                    reply(&mut write, "503 5.5.1 LHLO first").await?;
+                } else if env.from.is_some() {
+                    reply(&mut write, "503 5.5.1 nested MAIL command").await?;
+                } else {
+                    match path_of(args, "FROM:") {
+                        Some((addr, params)) if addr.len() <= 256 => {
+                            let size = params.split_ascii_whitespace().find_map(|p| {
+                                let (k, v) = p.split_once('=')?;
+                                k.eq_ignore_ascii_case("SIZE").then(|| v.parse::<usize>().ok()).flatten()
+                            });
+                            if size.is_some_and(|s| s > limits.max_message_bytes) {
+                                reply(&mut write, "552 5.3.4 message size exceeds the server's limit").await?;
+                            } else {
+                                env.from = Some((!addr.is_empty()).then(|| addr.to_owned()));
+                                env.declared_size = size;
+                                reply(&mut write, "250 2.1.0 Ok").await?;
+                            }
+                        }
+                        _ => reply(&mut write, "501 5.5.4 syntax: MAIL FROM:<address>").await?,
+                    }
+                }
+            }
+            "RCPT" => {
+                let Some((addr, _)) = path_of(args, "TO:").filter(|(a, _)| !a.is_empty() && a.len() <= 256) else {
+                    reply(&mut write, "501 5.5.4 syntax: RCPT TO:<address>").await?;
+                    continue;
+                };
+                if env.from.is_none() {
+                    reply(&mut write, "503 5.5.1 MAIL first").await?;
+                    continue;
+                }
+                if env.recipients.len() >= limits.max_recipients {
+                    reply(&mut write, "452 4.5.3 too many recipients").await?;
+                    continue;
+                }
+                let (app2, address) = (Arc::clone(app), addr.to_owned());
+                let resolved = blocking(move || inbound::resolve(&app2, &address)).await;
+                match resolved {
+                    Ok(r) => {
+                        if env.declared_size.is_some_and(|s| inbound::check_size(&r, s).is_err()) {
+                            let kb = r.list.policies.max_message_kb;
+                            reply(&mut write, &format!("552 5.3.4 <{addr}> the list takes messages up to {kb} KiB"))
+                                .await?;
+                        } else {
+                            env.recipients.push(r);
+                            reply(&mut write, "250 2.1.5 Ok").await?;
+                        }
+                    }
+                    Err(e) => reply(&mut write, &refusal(addr, &e)).await?,
+                }
+            }
+            "DATA" => {
+                if env.from.is_none() || env.recipients.is_empty() {
+                    reply(&mut write, "503 5.5.1 no valid recipients").await?;
+                    continue;
+                }
+                reply(&mut write, "354 end data with <CR><LF>.<CR><LF>").await?;
+                // No list takes more than its limit: read no more than the largest of them.
+                let cap =
+                    env.recipients.iter().map(Resolved::max_bytes).max().unwrap_or(0).min(limits.max_message_bytes);
+                let data = match read_data(&mut read, cap, limits.max_message_bytes, limits.data_timeout).await? {
+                    Some(Data::Flood) => {
+                        reply(&mut write, "552 5.3.4 message far over the size limit, closing").await?;
+                        return Ok(());
+                    }
+                    Some(data) => data,
+                    None => {
+                        reply(&mut write, "421 4.4.2 timeout or connection lost in DATA").await?;
+                        return Ok(());
+                    }
+                };
+                let env = std::mem::take(&mut env);
+                deliver(&mut write, app, env, data).await?;
+            }
+            "RSET" => {
+                env = Envelope::default();
+                reply(&mut write, "250 2.0.0 Ok").await?;
+            }
+            "NOOP" => reply(&mut write, "250 2.0.0 Ok").await?,
+            "VRFY" => reply(&mut write, "252 2.5.0 cannot verify, but will accept").await?,
+            "QUIT" => {
+                reply(&mut write, &format!("221 2.0.0 {} closing", limits.hostname)).await?;
+                return Ok(());
+            }
+            _ => reply(&mut write, "500 5.5.2 command not recognised").await?,
+        }
+    }
+}
+
+/// The message as read: its bytes (dot-unstuffed), or that it went over `cap`.
+enum Data {
+    Message(Vec<u8>),
+    TooLarge,
+    /// Over the cap by more than the server's hard limit again: the client is not stopping; the
+    /// connection is closed rather than read for ever.
+    Flood,
+}
+
+/// Reads message data to the lone dot. `None` when the peer went silent or away.
+async fn read_data<R: AsyncBufRead + Unpin>(
+    r: &mut R,
+    cap: usize,
+    flood: usize,
+    timeout: Duration,
+) -> std::io::Result<Option<Data>> {
+    let mut message = Vec::with_capacity(cap.min(64 * 1024));
+    let mut over = false;
+    let mut discarded: usize = 0;
+    let mut line = Vec::with_capacity(1024);
+    loop {
+        line.clear();
+        if discarded > flood {
+            return Ok(Some(Data::Flood));
+        }
+        // One line may not be longer than what is left of the allowance (plus its dot and CRLF).
+        let room = cap.saturating_sub(message.len()) + 3;
+        let got = match tokio::time::timeout(timeout, read_line(r, &mut line, room)).await {
+            Ok(got) => got?,
+            Err(_) => return Ok(None),
+        };
+        match got {
+            Line::Eof => return Ok(None),
+            Line::TooLong => {
+                over = true;
+                discarded = discarded.saturating_add(room);
+            }
+            Line::Complete => {
+                if line == b".\r\n" || line == b".\n" {
+                    return Ok(Some(if over { Data::TooLarge } else { Data::Message(message) }));
+                }
+                let body = if line.first() == Some(&b'.') { &line[1..] } else { &line[..] };
+                if !over && message.len() + body.len() > cap {
+                    over = true;
+                }
+                if over {
+                    discarded = discarded.saturating_add(body.len());
+                } else {
+                    message.extend_from_slice(body);
+                }
+            }
+        }
+    }
+}
+
+/// The replies after DATA, one per accepted recipient, in their order: 552 for the lists the
+/// message is too large for; the others stored in one transaction, then 250 (or 451 for all if
+/// the store failed). The processing loop is rung after the replies.
+async fn deliver<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    app: &Arc<Service>,
+    env: Envelope,
+    data: Data,
+) -> std::io::Result<()> {
+    let size = match &data {
+        Data::Message(m) => m.len(),
+        Data::TooLarge | Data::Flood => usize::MAX,
+    };
+    let fits: Vec<bool> = env.recipients.iter().map(|r| inbound::check_size(r, size).is_ok()).collect();
+    let to_store: Vec<Resolved> =
+        env.recipients.iter().zip(&fits).filter(|(_, f)| **f).map(|(r, _)| r.clone()).collect();
+    let stored = match data {
+        Data::Message(raw) if !to_store.is_empty() => {
+            let app2 = Arc::clone(app);
+            let from = env.from.clone().flatten();
+            blocking(move || {
+                let refs: Vec<&Resolved> = to_store.iter().collect();
+                inbound::store(&app2, from.as_deref(), &refs, &raw)
+            })
+            .await
+            .map(|ids| ids.len())
+        }
+        _ => Ok(0),
+    };
+    let mut out = String::new();
+    for (r, fits) in env.recipients.iter().zip(&fits) {
+        let line = if !fits {
+            format!("552 5.3.4 <{}> the list takes messages up to {} KiB", r.address, r.list.policies.max_message_kb)
+        } else {
+            match &stored {
+                Ok(_) => format!("250 2.0.0 <{}> Ok, stored", r.address),
+                Err(e) => refusal(&r.address, e),
+            }
+        };
+        out.push_str(&line);
+        out.push_str("\r\n");
+    }
+    w.write_all(out.as_bytes()).await?;
+    w.flush().await?;
+    if matches!(stored, Ok(n) if n > 0) {
+        app.mail_in.wakeup.ring();
+    }
+    Ok(())
+}
+
+/// The one mapping of core's refusals to LMTP replies.
+fn refusal(address: &str, e: &InboundError) -> String {
+    match e {
+        InboundError::UnknownAddress(_) => format!("550 5.1.1 <{address}> no such list here"),
+        InboundError::TooLarge { limit_kb } => {
+            format!("552 5.3.4 <{address}> the list takes messages up to {limit_kb} KiB")
+        }
+        InboundError::Store(err) => {
+            tracing::warn!(error = %err, "LMTP: the store is unavailable");
+            format!("451 4.3.0 <{address}> cannot store the message now, try again later")
+        }
+    }
+}
+
+/// Runs a core call on the blocking pool; a panic there is a store failure for the client (4xx:
+/// the MTA retries), never a crash of the server.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, InboundError> + Send + 'static,
+) -> Result<T, InboundError> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(out) => out,
+        Err(join) => {
+            tracing::error!(error = %join, "LMTP: core call failed");
+            Err(InboundError::Store(courrier_core::storage::StoreError::Busy))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn lines(input: &[u8], max: usize) -> Vec<(Line, Vec<u8>)> {
+        let mut r = BufReader::with_capacity(4, input);
+        let mut out = Vec::new();
+        loop {
+            let mut buf = Vec::new();
+            let got = read_line(&mut r, &mut buf, max).await.unwrap();
+            if got == Line::Eof {
+                return out;
+            }
+            out.push((got, buf));
+        }
+    }
+
+    #[tokio::test]
+    async fn lines_are_bounded_and_a_long_one_is_dropped_whole() {
+        let got = lines(b"LHLO x\r\n0123456789abcdef\r\nok\n", 10).await;
+        assert_eq!(got[0], (Line::Complete, b"LHLO x\r\n".to_vec()));
+        assert_eq!(got[1].0, Line::TooLong);
+        assert_eq!(got[2], (Line::Complete, b"ok\n".to_vec()));
+    }
+
+    #[tokio::test]
+    async fn data_is_unstuffed_and_stops_at_the_cap() {
+        let mut r = BufReader::new(&b"a\r\n..b\r\n.\r\nNEXT\r\n"[..]);
+        let Some(Data::Message(m)) = read_data(&mut r, 100, 1000, Duration::from_secs(1)).await.unwrap() else {
+            panic!()
+        };
+        assert_eq!(m, b"a\r\n.b\r\n");
+        let mut rest = Vec::new();
+        read_line(&mut r, &mut rest, 100).await.unwrap();
+        assert_eq!(rest, b"NEXT\r\n", "the next command is left unread");
+        let mut r = BufReader::new(&b"0123456789\r\n0123456789\r\n.\r\n"[..]);
+        assert!(matches!(read_data(&mut r, 15, 1000, Duration::from_secs(1)).await.unwrap(), Some(Data::TooLarge)));
+        let endless = "0123456789\r\n".repeat(100);
+        let mut r = BufReader::new(endless.as_bytes());
+        assert!(matches!(read_data(&mut r, 15, 100, Duration::from_secs(1)).await.unwrap(), Some(Data::Flood)));
+    }
+
+    #[test]
+    fn paths_are_read_with_their_parameters() {
+        assert_eq!(path_of("FROM:<a@b.org> SIZE=10", "FROM:"), Some(("a@b.org", "SIZE=10")));
+        assert_eq!(path_of("from: <>", "FROM:"), Some(("", "")));
+        assert_eq!(path_of("TO:a@b.org", "TO:"), None);
+        assert_eq!(path_of("", "TO:"), None);
+    }
+}

@@ -1,0 +1,581 @@
+//! Mail in over real sockets: an LMTP client of our own against the server's LMTP port (every
+//! refusal, each policy hold, loops, auto-replies, duplicates), posts reaching the SMTP sink
+//! (aiosmtpd) with their MIME parts, the list's DKIM signature checked by dkimpy, DMARC
+//! mitigation against dnsmasq, a server killed after its 250, and one path through a real Postfix.
+
+use crate::access::{bearer, call, make_key, make_list, make_user};
+use crate::members::events;
+use courrier_cli::server::Services;
+use courrier_core::access::Perm;
+use courrier_core::access::model::{KeyScope, Role};
+use courrier_core::kernel::EventName;
+use courrier_core::mailing::inbound::{InboundId, InboundState};
+use courrier_core::mailing::model::SubscriptionPolicy;
+use courrier_core::storage::in_read;
+use courrier_tests::harness::{SmtpSink, TestApp, free_port};
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+const NEWS: &str = "/api/v1/domains/example.org/lists/news";
+
+/// A minimal LMTP client (RFC 2033), blocking, reading multi-line replies whole.
+struct Lmtp {
+    reader: BufReader<TcpStream>,
+    writer: TcpStream,
+}
+
+impl Lmtp {
+    fn connect(addr: SocketAddr) -> Self {
+        let stream = TcpStream::connect(addr).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut c = Self { reader: BufReader::new(stream.try_clone().unwrap()), writer: stream };
+        assert!(c.reply().starts_with("220 "), "greeting");
+        assert!(c.cmd("LHLO tests.example").starts_with("250"), "LHLO");
+        c
+    }
+
+    /// One reply (all its lines, the last one's text returned whole with the others).
+    fn reply(&mut self) -> String {
+        let mut all = String::new();
+        loop {
+            let mut line = String::new();
+            self.reader.read_line(&mut line).unwrap();
+            assert!(!line.is_empty(), "connection closed; so far: {all}");
+            all.push_str(&line);
+            if line.as_bytes().get(3) != Some(&b'-') {
+                return all.trim_end().to_owned();
+            }
+        }
+    }
+
+    fn cmd(&mut self, line: &str) -> String {
+        self.writer.write_all(format!("{line}\r\n").as_bytes()).unwrap();
+        self.reply()
+    }
+
+    /// MAIL, RCPTs, DATA: the RCPT replies, then one reply per accepted recipient after the data.
+    fn send(&mut self, from: &str, to: &[&str], message: &str) -> (Vec<String>, Vec<String>) {
+        assert!(self.cmd(&format!("MAIL FROM:<{from}>")).starts_with("250"));
+        let rcpt: Vec<String> = to.iter().map(|t| self.cmd(&format!("RCPT TO:<{t}>"))).collect();
+        let accepted = rcpt.iter().filter(|r| r.starts_with("250")).count();
+        let data = self.cmd("DATA");
+        if accepted == 0 {
+            assert!(data.starts_with("503"), "{data}");
+            return (rcpt, Vec::new());
+        }
+        assert!(data.starts_with("354"), "{data}");
+        let mut body = String::new();
+        for line in message.replace("\r\n", "\n").split('\n') {
+            if line.starts_with('.') {
+                body.push('.');
+            }
+            body.push_str(line);
+            body.push_str("\r\n");
+        }
+        body.push_str(".\r\n");
+        self.writer.write_all(body.as_bytes()).unwrap();
+        let after = (0..accepted).map(|_| self.reply()).collect();
+        (rcpt, after)
+    }
+
+    fn post(&mut self, from: &str, message: &str) -> String {
+        let (rcpt, mut after) = self.send(from, &["news@example.org"], message);
+        assert!(rcpt[0].starts_with("250"), "{rcpt:?}");
+        after.remove(0)
+    }
+}
+
+fn message(from: &str, id: &str, subject: &str, extra: &str) -> String {
+    format!(
+        "From: {from}\r\nTo: news@example.org\r\nSubject: {subject}\r\nMessage-ID: <{id}>\r\n\
+         Date: Thu, 26 Nov 2026 09:00:00 +0000\r\n{extra}\r\nHello all\r\n"
+    )
+}
+
+/// A server with an admin key, the list news@example.org (open subscriptions) and the sink.
+fn setup(sink: &SmtpSink, extra: &[(&str, &str)]) -> (TestApp, String) {
+    let url = sink.url();
+    let mut env = vec![("COURRIER_SMTP_URL", url.as_str()), ("COURRIER_PUBLIC_URL", "https://lists.example.org")];
+    env.extend_from_slice(extra);
+    let app = TestApp::spawn_with(&env);
+    let admin = make_user(&app.core, "admin@example.org", &[Role::SiteAdmin]);
+    make_list(&app.core, "example.org", "news", "admin@example.org", SubscriptionPolicy::Open);
+    let key = make_key(&app.core, &admin, KeyScope::User, &Perm::ALL, Some(100_000));
+    (app, key)
+}
+
+fn patch_list(app: &TestApp, key: &str, body: Value) {
+    let r = call(app, "PATCH", NEWS, &[bearer(key)], Some(&body));
+    assert_eq!(r.status, 200, "{}", r.body);
+}
+
+fn add(app: &TestApp, key: &str, email: &str) {
+    let r = call(app, "POST", &format!("{NEWS}/members"), &[bearer(key)], Some(&json!({ "email": email })));
+    assert_eq!(r.status, 201, "{}", r.body);
+}
+
+/// Waits until the inbound message `id` is processed; its outcome.
+fn outcome(core: &Services, id: i64) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let m = in_read(&*core.mailing.store, |tx| tx.inbound_by_id(InboundId::from_stored(id))).unwrap();
+        if let Some(m) = m.filter(|m| m.state == InboundState::Done) {
+            return m.outcome.unwrap_or_default();
+        }
+        assert!(Instant::now() < deadline, "inbound message {id} was not processed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn header<'a>(message: &'a str, name: &str) -> Option<&'a str> {
+    let head = message.split("\n\n").next().unwrap_or(message);
+    head.lines().find_map(|l| l.strip_prefix(&format!("{name}: ")))
+}
+
+#[test]
+fn lmtp_answers_each_recipient_unknown_addresses_550_and_oversized_posts_552() {
+    let sink = SmtpSink::start();
+    let (app, key) = setup(&sink, &[]);
+    make_list(&app.core, "example.org", "small", "admin@example.org", SubscriptionPolicy::Open);
+    let r = call(
+        &app,
+        "PATCH",
+        "/api/v1/domains/example.org/lists/small",
+        &[bearer(&key)],
+        Some(&json!({ "max_message_kb": 1 })),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    patch_list(&app, &key, json!({ "posting_policy": "open" }));
+    let mut c = Lmtp::connect(app.lmtp.unwrap());
+    assert!(c.cmd("EHLO x").starts_with("500"), "LMTP wants LHLO");
+    assert!(c.cmd("RCPT TO:<news@example.org>").starts_with("503"), "MAIL first");
+    let big = message("ann@example.net", "big@x", "Big", &format!("X-Pad: {}\r\n", "p".repeat(2000)));
+    let to =
+        ["news@example.org", "nobody@example.org", "news@other.example", "small@example.org", "news-owner@example.org"];
+    let (rcpt, after) = c.send("ann@example.net", &to, &big);
+    assert!(rcpt[0].starts_with("250"), "{rcpt:?}");
+    assert!(rcpt[1].starts_with("550 5.1.1"), "{rcpt:?}");
+    assert!(rcpt[2].starts_with("550 5.1.1"), "{rcpt:?}");
+    assert!(rcpt[3].starts_with("250") && rcpt[4].starts_with("250"), "{rcpt:?}");
+    assert_eq!(after.len(), 3, "one reply per accepted recipient: {after:?}");
+    assert!(after[0].starts_with("250 2.0.0 <news@example.org>"), "{after:?}");
+    assert!(after[1].starts_with("552 5.3.4 <small@example.org>"), "{after:?}");
+    assert!(after[2].starts_with("250 2.0.0 <news-owner@example.org>"), "{after:?}");
+    // A declared SIZE over the list's limit is refused at RCPT.
+    assert!(c.cmd("MAIL FROM:<ann@example.net> SIZE=5000").starts_with("250"));
+    assert!(c.cmd("RCPT TO:<small@example.org>").starts_with("552 5.3.4"));
+    assert!(c.cmd("RSET").starts_with("250"));
+    // No accepted recipient: DATA is refused.
+    let (rcpt, after) = c.send("ann@example.net", &["nobody@example.org"], "Subject: x\r\n\r\nx\r\n");
+    assert!(rcpt[0].starts_with("550") && after.is_empty());
+    assert!(c.cmd("QUIT").starts_with("221"));
+    // The post was stored and posted; the owner mail was stored and forwarded to the owners.
+    assert_eq!(outcome(&app.core, 1), "posted");
+    let owner_mail =
+        in_read(&*app.core.mailing.store, |tx| tx.inbound_by_id(InboundId::from_stored(2))).unwrap().unwrap();
+    assert_eq!(owner_mail.role.as_str(), "owner");
+    assert_eq!(outcome(&app.core, 2), "forwarded");
+}
+
+#[test]
+fn silent_and_slow_lmtp_clients_do_not_hold_the_others_and_an_overlong_command_is_refused() {
+    let sink = SmtpSink::start();
+    let (app, key) = setup(&sink, &[]);
+    patch_list(&app, &key, json!({ "posting_policy": "open" }));
+    let addr = app.lmtp.unwrap();
+    // 100 clients connect and say nothing; 20 more stop in the middle of a command or of DATA.
+    let mut idle: Vec<TcpStream> = (0..100).map(|_| TcpStream::connect(addr).unwrap()).collect();
+    for i in 0..20 {
+        let mut s = TcpStream::connect(addr).unwrap();
+        let partial: &[u8] = if i % 2 == 0 {
+            b"LHLO slow\r\nMAIL FROM:<a@exa"
+        } else {
+            b"LHLO slow\r\nMAIL FROM:<a@example.net>\r\nRCPT TO:<news@example.org>\r\nDATA\r\nSubject: half"
+        };
+        s.write_all(partial).unwrap();
+        idle.push(s);
+    }
+    let mut c = Lmtp::connect(addr);
+    let long = format!("NOOP {}", "x".repeat(10_000));
+    assert!(c.cmd(&long).starts_with("500 5.5.2"), "a command line has a limit");
+    assert!(c.cmd("NOOP").starts_with("250"), "and the session goes on");
+    let reply = c.post("ann@example.net", &message("ann@example.net", "slow@x", "Not held up", ""));
+    assert!(reply.starts_with("250"), "{reply}");
+    assert_eq!(outcome(&app.core, 1), "posted");
+    drop(idle);
+}
+
+#[test]
+fn lmtp_answers_451_while_the_database_cannot_take_the_message_and_250_once_it_can() {
+    let sink = SmtpSink::start();
+    let (app, key) = setup(&sink, &[]);
+    patch_list(&app, &key, json!({ "posting_policy": "open" }));
+    // Another process holds the database's write lock (as a long migration or a stuck writer would).
+    let mut holder = std::process::Command::new("sqlite3")
+        .arg(app.dir.path().join("courrier.db"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("sqlite3 (scripts/setup-system --test)");
+    let mut stdin = holder.stdin.take().unwrap();
+    stdin.write_all(b"BEGIN IMMEDIATE;\nSELECT 'locked';\n").unwrap();
+    stdin.flush().unwrap();
+    let mut locked = String::new();
+    BufReader::new(holder.stdout.as_mut().unwrap()).read_line(&mut locked).unwrap();
+    assert_eq!(locked.trim(), "locked");
+    let mut c = Lmtp::connect(app.lmtp.unwrap());
+    let post = message("ann@example.net", "busy@x", "Busy", "");
+    let reply = c.post("ann@example.net", &post);
+    assert!(reply.starts_with("451 4.3.0 <news@example.org>"), "the MTA is told to retry: {reply}");
+    stdin.write_all(b"COMMIT;\n.quit\n").unwrap();
+    drop(stdin);
+    holder.wait().unwrap();
+    // The MTA's retry is taken, and the message was not half-stored the first time.
+    assert!(c.post("ann@example.net", &post).starts_with("250"));
+    assert_eq!(outcome(&app.core, 1), "posted");
+    let second = in_read(&*app.core.mailing.store, |tx| tx.inbound_by_id(InboundId::from_stored(2))).unwrap();
+    assert!(second.is_none(), "one stored message");
+}
+
+#[test]
+fn posts_the_policy_does_not_let_through_are_held_with_their_reason_and_message_held() {
+    let sink = SmtpSink::start();
+    let (app, key) = setup(&sink, &[]);
+    add(&app, &key, "member@example.net");
+    let mut c = Lmtp::connect(app.lmtp.unwrap());
+    let mut n = 0;
+    let mut post = |c: &mut Lmtp, from: &str| {
+        n += 1;
+        let reply = c.post(from, &message(from, &format!("h{n}@x"), "Hold?", ""));
+        assert!(reply.starts_with("250"), "{reply}");
+        outcome(&app.core, n)
+    };
+    // members (the default of a discussion list): a member posts, a stranger is held.
+    assert_eq!(post(&mut c, "member@example.net"), "posted");
+    assert_eq!(post(&mut c, "stranger@example.net"), "held");
+    patch_list(&app, &key, json!({ "posting_policy": "moderated" }));
+    assert_eq!(post(&mut c, "member@example.net"), "held");
+    patch_list(&app, &key, json!({ "posting_policy": "owners" }));
+    assert_eq!(post(&mut c, "member@example.net"), "held");
+    assert_eq!(post(&mut c, "admin@example.org"), "posted", "the list's owner posts");
+    patch_list(&app, &key, json!({ "posting_policy": "open" }));
+    assert_eq!(post(&mut c, "stranger@example.net"), "posted");
+    let r = call(&app, "POST", &format!("{NEWS}/suspend"), &[bearer(&key)], None);
+    assert!(r.status == 200 || r.status == 204, "{}", r.body);
+    assert_eq!(post(&mut c, "member@example.net"), "held");
+    let r = call(&app, "POST", &format!("{NEWS}/resume"), &[bearer(&key)], None);
+    assert!(r.status == 200 || r.status == 204, "{}", r.body);
+    patch_list(&app, &key, json!({ "status": "archived" }));
+    assert_eq!(post(&mut c, "member@example.net"), "held");
+    let reasons: Vec<String> =
+        events(&app.core, EventName::MessageHeld).iter().map(|e| e["reason"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(reasons, ["not_member", "moderated", "owners_only", "suspended", "archived"]);
+    let held = events(&app.core, EventName::MessageHeld);
+    assert_eq!(held[0]["from"], "stranger@example.net", "{}", held[0]);
+    assert_eq!(held[0]["list_address"], "news@example.org");
+    let list = in_read(&*app.core.mailing.store, |tx| {
+        tx.list_by_name(
+            &courrier_core::kernel::DomainName::parse("example.org").unwrap(),
+            &courrier_core::kernel::ListName::parse("news").unwrap(),
+        )
+    })
+    .unwrap()
+    .unwrap();
+    let page = courrier_core::kernel::Page::first(50);
+    let stored = in_read(&*app.core.mailing.store, |tx| tx.held_posts(list.id, page)).unwrap();
+    assert_eq!(stored.total, 5);
+    assert_eq!(stored.items[0].subject.as_deref(), Some("Hold?"));
+    assert_eq!(events(&app.core, EventName::SendSubmitted).len(), 3, "three posts went through");
+}
+
+#[test]
+fn loops_auto_replies_and_repeated_message_ids_are_taken_but_not_posted() {
+    let sink = SmtpSink::start();
+    let (app, key) = setup(&sink, &[]);
+    patch_list(&app, &key, json!({ "posting_policy": "open" }));
+    let mut c = Lmtp::connect(app.lmtp.unwrap());
+    let from = "ann@example.net";
+    let cases = [
+        ("l1@x", "List-Id: NEWS <news.example.org>\r\n", "loop"),
+        ("l2@x", "X-BeenThere: news@example.org\r\n", "loop"),
+        ("l3@x", "Auto-Submitted: auto-replied\r\n", "auto_reply"),
+        ("l4@x", "List-Id: Other <other.example.net>\r\nAuto-Submitted: no\r\n", "posted"),
+        ("l4@x", "", "duplicate"),
+    ];
+    for (i, (id, extra, expect)) in cases.iter().enumerate() {
+        let reply = c.post(from, &message(from, id, "Loop?", extra));
+        assert!(reply.starts_with("250"), "taken (250) whatever becomes of it: {reply}");
+        assert_eq!(outcome(&app.core, i as i64 + 1), *expect, "{extra}");
+    }
+    assert_eq!(events(&app.core, EventName::SendSubmitted).len(), 1);
+    assert!(events(&app.core, EventName::MessageHeld).is_empty());
+}
+
+/// dkimpy's verdict on a delivered message, the selector's record given as published.
+fn dkimpy_verifies(message: &str, record: &str) -> bool {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), message).unwrap();
+    let script = courrier_tests::harness::workspace_root().join("tests/peers/dkim_verify.py");
+    let out = std::process::Command::new(courrier_tests::harness::venv_python("dkim"))
+        .arg(&script)
+        .arg(file.path())
+        .arg(record)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim() == "ok"
+}
+
+const WITH_ATTACHMENT: &str = "From: =?utf-8?q?Ann=C3=A9e?= <ann@example.net>\r\nTo: news@example.org\r\n\
+Subject: Re: [news] Minutes\r\nMessage-ID: <att1@example.net>\r\nDate: Thu, 26 Nov 2026 09:00:00 +0000\r\n\
+MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=\"BB\"\r\n\r\n\
+--BB\r\nContent-Type: text/plain; charset=iso-8859-1\r\nContent-Transfer-Encoding: quoted-printable\r\n\r\n\
+Minutes attached, caf=E9 at noon.\r\n\
+--BB\r\nContent-Type: application/pdf; name=\"minutes.pdf\"\r\nContent-Disposition: attachment; filename=\"minutes.pdf\"\r\n\
+Content-Transfer-Encoding: base64\r\n\r\nJVBERi0xLjQKJcOkw7zDtsOfCjEgMCBvYmoKPDwvVHlwZS9DYXRhbG9nPj4KZW5kb2JqCg==\r\n\
+--BB\r\nContent-Type: image/png\r\nContent-Disposition: inline; filename=\"dot.png\"\r\nContent-ID: <dot@x>\r\n\
+Content-Transfer-Encoding: base64\r\n\r\niVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==\r\n\
+--BB--\r\n";
+
+#[test]
+fn a_post_with_attachments_reaches_members_with_its_parts_tag_footer_and_a_signature_dkimpy_verifies() {
+    let sink = SmtpSink::start();
+    let (app, key) = setup(&sink, &[]);
+    add(&app, &key, "ann@example.net");
+    add(&app, &key, "bob@example.com");
+    patch_list(&app, &key, json!({ "subject_tag": "[news]", "footer_text": "Leave: see List-Unsubscribe." }));
+    let r =
+        call(&app, "PATCH", "/api/v1/domains/example.org", &[bearer(&key)], Some(&json!({ "dkim_selector": "s2026" })));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let txt = r.json()["data"]["dkim_record"]["value"].as_str().unwrap().to_owned();
+    let mut c = Lmtp::connect(app.lmtp.unwrap());
+    assert!(c.post("ann@example.net", WITH_ATTACHMENT).starts_with("250"));
+    let copies = sink.wait_for(2, Duration::from_secs(30));
+    assert_eq!(copies.len(), 2);
+    let copy = &copies[0];
+    assert_eq!(header(copy, "Subject"), Some("Re: [news] Minutes"), "the tag once: {copy}");
+    assert_eq!(header(copy, "Message-ID"), Some("<att1@example.net>"));
+    assert!(header(copy, "List-Id").is_some_and(|v| v.contains("<news.example.org>")), "{copy}");
+    assert_eq!(header(copy, "X-BeenThere"), Some("news@example.org"));
+    assert!(header(copy, "List-Unsubscribe").is_some_and(|v| v.contains("https://lists.example.org/p/unsubscribe/")));
+    assert!(copy.contains("minutes.pdf") && copy.contains("dot.png"), "{copy}");
+    // The parts survive: decoded, each attachment has its bytes.
+    let parsed = mail_parser::MessageParser::default().parse(copy.as_bytes()).unwrap();
+    let pdf = parsed.attachments().find(|a| mail_parser::MimeHeaders::attachment_name(*a) == Some("minutes.pdf"));
+    assert!(pdf.unwrap().contents().starts_with(b"%PDF-1.4"), "the PDF's bytes");
+    let png = parsed.parts.iter().find(|p| mail_parser::MimeHeaders::content_id(*p) == Some("dot@x")).unwrap();
+    assert!(png.contents().starts_with(b"\x89PNG"), "the inline image with its Content-ID");
+    let text: String = parsed.text_bodies().filter_map(|p| p.text_contents()).collect();
+    assert!(text.contains("café at noon") && text.contains("Leave: see List-Unsubscribe."), "{text}");
+    let sig = header(copy, "DKIM-Signature").expect("signed");
+    assert!(sig.contains("d=example.org") && sig.contains("s=s2026"), "{sig}");
+    assert!(dkimpy_verifies(copy, &txt), "dkimpy verifies the reposted copy:\n{copy}");
+    assert!(!dkimpy_verifies(&copy.replace("noon", "dawn"), &txt), "and refuses it changed");
+}
+
+#[test]
+fn a_poster_whose_domain_publishes_dmarc_reject_gets_the_list_in_from_and_stays_in_reply_to() {
+    let dns = courrier_tests::peers::DnsServer::start(&[
+        "txt-record=_dmarc.strict.test,v=DMARC1; p=reject",
+        "txt-record=_dmarc.relaxed.test,v=DMARC1; p=none",
+    ]);
+    let sink = SmtpSink::start();
+    let addr = dns.addr();
+    let (app, key) = setup(&sink, &[("COURRIER_DNS_SERVER", addr.as_str())]);
+    patch_list(&app, &key, json!({ "posting_policy": "open", "reply_to": "poster" }));
+    add(&app, &key, "m@example.net");
+    let mut c = Lmtp::connect(app.lmtp.unwrap());
+    assert!(c.post("ann@strict.test", &message("Ann <ann@strict.test>", "d1@x", "Strict", "")).starts_with("250"));
+    let copy = sink.wait_for(1, Duration::from_secs(30)).remove(0);
+    assert_eq!(header(&copy, "From"), Some("\"Ann via NEWS\" <news@example.org>"), "{copy}");
+    assert_eq!(header(&copy, "Reply-To"), Some("\"Ann\" <ann@strict.test>"), "{copy}");
+    assert!(c.post("bob@relaxed.test", &message("Bob <bob@relaxed.test>", "d2@x", "Relaxed", "")).starts_with("250"));
+    let copies = sink.wait_for(2, Duration::from_secs(30));
+    let relaxed = copies.iter().find(|m| header(m, "Subject") == Some("Relaxed")).unwrap();
+    assert_eq!(header(relaxed, "From"), Some("\"Bob\" <bob@relaxed.test>"), "{relaxed}");
+    // The list turns mitigation off: From stays the poster's even under p=reject.
+    patch_list(&app, &key, json!({ "dmarc_mitigation": "none" }));
+    assert!(c.post("ann@strict.test", &message("Ann <ann@strict.test>", "d3@x", "Kept", "")).starts_with("250"));
+    let copies = sink.wait_for(3, Duration::from_secs(30));
+    let kept = copies.iter().find(|m| header(m, "Subject") == Some("Kept")).unwrap();
+    assert_eq!(header(kept, "From"), Some("\"Ann\" <ann@strict.test>"), "{kept}");
+}
+
+fn cli_in(dir: &std::path::Path, args: &[&str]) -> String {
+    let (status, out, err) = courrier_tests::harness::run_cli_in(dir, args, &[], None);
+    assert!(status.success(), "courrier {args:?}: {out}{err}");
+    out
+}
+
+/// A data directory with news@example.org (posting open) and `members` active members.
+fn prepared_dir(members: usize) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    cli_in(d, &["user", "create", "--email", "admin@example.org", "--site-admin"]);
+    cli_in(d, &["domain", "create", "example.org"]);
+    let list = ["--domain", "example.org", "--list", "news"];
+    let create: Vec<&str> = ["list", "create"]
+        .into_iter()
+        .chain(list)
+        .chain(["--display-name", "News", "--owner", "admin@example.org", "--subscription-policy", "open"])
+        .collect();
+    cli_in(d, &create);
+    let update: Vec<&str> = ["list", "update"].into_iter().chain(list).chain(["--posting-policy", "open"]).collect();
+    cli_in(d, &update);
+    for i in 0..members {
+        let email = format!("m{i}@example.net");
+        let add: Vec<&str> = ["member", "add"].into_iter().chain(list).chain(["--email", email.as_str()]).collect();
+        cli_in(d, &add);
+    }
+    dir
+}
+
+#[test]
+fn a_server_killed_after_its_250_posts_the_message_once_after_the_restart() {
+    let sink = SmtpSink::start();
+    let url = sink.url();
+    let dir = prepared_dir(3);
+    // No workers: the server stores what LMTP takes and processes nothing, so the kill falls
+    // between the 250 and the fan-out for certain.
+    let storing = [("COURRIER_SMTP_URL", url.as_str()), ("COURRIER_DELIVERY_WORKERS", "0"), ("COURRIER_LOG", "warn")];
+    let app = courrier_tests::harness::ProcessApp::spawn_in(dir, &storing);
+    let mut c = Lmtp::connect(app.lmtp);
+    let reply = c.post("ann@example.net", &message("ann@example.net", "crash@x", "Crash", ""));
+    assert!(reply.starts_with("250"), "{reply}");
+    let dir = app.crash();
+    assert!(sink.messages().is_empty(), "nothing was sent before the crash");
+    let working = [("COURRIER_SMTP_URL", url.as_str()), ("COURRIER_LOG", "warn")];
+    let app = courrier_tests::harness::ProcessApp::spawn_in(dir, &working);
+    let copies = sink.wait_for(3, Duration::from_secs(60));
+    assert_eq!(copies.len(), 3);
+    // A second restart finds nothing left to do: the post went out once.
+    let dir = app.crash();
+    let app = courrier_tests::harness::ProcessApp::spawn_in(dir, &working);
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(sink.messages().len(), 3, "sent once");
+    drop(app);
+}
+
+/// A scratch Postfix of its own (config, queue and data directories in a temporary directory,
+/// never the system's), listening for SMTP on 127.0.0.1:`port`, routing `example.org` to
+/// Courrier's LMTP port by a transport map. Stopped on drop.
+struct Postfix {
+    dir: tempfile::TempDir,
+    port: u16,
+}
+
+impl Postfix {
+    fn start(lmtp: SocketAddr) -> Self {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        // Postfix's daemons run as `postfix`: they must reach the queue.
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+        for sub in ["conf", "queue", "data"] {
+            std::fs::create_dir(d.join(sub)).unwrap();
+        }
+        let chown = std::process::Command::new("chown").arg("postfix").arg(d.join("data")).status().unwrap();
+        assert!(chown.success(), "chown postfix (the tests run as root, as CI does)");
+        let port = free_port();
+        let p = d.display();
+        let main = format!(
+            "compatibility_level = 3.6\nqueue_directory = {p}/queue\ndata_directory = {p}/data\n\
+             mail_owner = postfix\nsetgid_group = postdrop\ninet_interfaces = 127.0.0.1\ninet_protocols = ipv4\n\
+             myhostname = mx.courrier.test\nmydestination =\nrelay_domains = example.org\n\
+             transport_maps = texthash:{p}/conf/transport\nmynetworks = 127.0.0.0/8\n\
+             smtpd_relay_restrictions = permit_mynetworks, reject_unauth_destination\nalias_maps =\n\
+             alias_database =\nlocal_recipient_maps =\nsmtputf8_enable = no\nsyslog_name = postfix-courrier-test\n\
+             maillog_file = {p}/maillog\nmaillog_file_prefixes = {p}\n"
+        );
+        std::fs::write(d.join("conf/main.cf"), main).unwrap();
+        let services = [
+            "pickup unix n - n 60 1 pickup",
+            "cleanup unix n - n - 0 cleanup",
+            "qmgr unix n - n 300 1 qmgr",
+            "rewrite unix - - n - - trivial-rewrite",
+            "bounce unix - - n - 0 bounce",
+            "defer unix - - n - 0 bounce",
+            "trace unix - - n - 0 bounce",
+            "verify unix - - n - 1 verify",
+            "flush unix n - n 1000? 0 flush",
+            "proxymap unix - - n - - proxymap",
+            "smtp unix - - n - - smtp",
+            "relay unix - - n - - smtp",
+            "showq unix n - n - - showq",
+            "error unix - - n - - error",
+            "retry unix - - n - - error",
+            "discard unix - - n - - discard",
+            "lmtp unix - - n - - lmtp",
+            "anvil unix - - n - 1 anvil",
+            "scache unix - - n - 1 scache",
+            "postlog unix-dgram n - n - 1 postlogd",
+        ];
+        let master = format!("127.0.0.1:{port} inet n - n - - smtpd\n{}\n", services.join("\n"));
+        std::fs::write(d.join("conf/master.cf"), master).unwrap();
+        // The README's transport map line, with this run's port.
+        std::fs::write(d.join("conf/transport"), format!("example.org lmtp:inet:{lmtp}\n")).unwrap();
+        let out = std::process::Command::new("postfix").arg("-c").arg(d.join("conf")).arg("start").output().unwrap();
+        assert!(out.status.success(), "postfix start: {}", String::from_utf8_lossy(&out.stderr));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "postfix did not listen:\n{}", Self::log_of(d));
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Self { dir, port }
+    }
+
+    fn log_of(d: &std::path::Path) -> String {
+        std::fs::read_to_string(d.join("maillog")).unwrap_or_default()
+    }
+}
+
+impl Drop for Postfix {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("postfix").arg("-c").arg(self.dir.path().join("conf")).arg("stop").output();
+    }
+}
+
+/// A plain SMTP client's one message.
+fn smtp_send(port: u16, from: &str, to: &str, message: &str) {
+    let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut c = Lmtp { reader: BufReader::new(stream.try_clone().unwrap()), writer: stream };
+    assert!(c.reply().starts_with("220"));
+    assert!(c.cmd("EHLO tests.example").starts_with("250"));
+    let (rcpt, _) = (vec![c.cmd(&format!("MAIL FROM:<{from}>")), c.cmd(&format!("RCPT TO:<{to}>"))], ());
+    assert!(rcpt.iter().all(|r| r.starts_with("250")), "{rcpt:?}");
+    assert!(c.cmd("DATA").starts_with("354"));
+    c.writer.write_all(format!("{}\r\n.\r\n", message.trim_end()).as_bytes()).unwrap();
+    let done = c.reply();
+    assert!(done.starts_with("250"), "{done}");
+    c.cmd("QUIT");
+}
+
+#[test]
+fn a_post_relayed_by_a_real_postfix_over_lmtp_reaches_the_members() {
+    let sink = SmtpSink::start();
+    let (app, key) = setup(&sink, &[]);
+    patch_list(&app, &key, json!({ "posting_policy": "open" }));
+    add(&app, &key, "m1@example.net");
+    add(&app, &key, "m2@example.net");
+    let postfix = Postfix::start(app.lmtp.unwrap());
+    smtp_send(
+        postfix.port,
+        "ann@example.net",
+        "news@example.org",
+        &message("ann@example.net", "pf@x", "Via Postfix", ""),
+    );
+    let copies = sink.wait_for(2, Duration::from_secs(60));
+    assert_eq!(copies.len(), 2, "postfix log:\n{}", Postfix::log_of(postfix.dir.path()));
+    assert!(copies.iter().all(|m| header(m, "Subject") == Some("Via Postfix")));
+    let log = Postfix::log_of(postfix.dir.path());
+    assert!(log.contains("status=sent (250 2.0.0 <news@example.org>"), "{log}");
+    // An address naming no list: Postfix hears 550 5.1.1 and bounces it (nothing stored).
+    smtp_send(postfix.port, "ann@example.net", "nolist@example.org", &message("ann@example.net", "pf2@x", "No", ""));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !Postfix::log_of(postfix.dir.path()).contains("550 5.1.1 <nolist@example.org>") {
+        assert!(Instant::now() < deadline, "{}", Postfix::log_of(postfix.dir.path()));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
