@@ -3,9 +3,9 @@
 //! otherwise.
 
 mod access;
-mod bounces;
 mod admin_browser;
 mod admin_pages;
+mod bounces;
 mod cli;
 mod cli_admin;
 mod credentials;

@@ -19,8 +19,8 @@ use courrier_core::mailing::idempotency::Keyed;
 use courrier_core::mailing::import::{self, ImportConsent};
 use courrier_core::mailing::members::{self, AddMember, MemberRef};
 use courrier_core::mailing::model::{
-    DeliveryMode, DigestFrequency, DomainStatus, ListKind, ListStatus, MemberFilter, MemberStatus, PostingPolicy,
-    ReplyTo, SendId, SubscriptionPolicy,
+    DeliveryMode, DigestFrequency, DmarcMitigation, DomainStatus, ListKind, ListStatus, MemberFilter, MemberStatus,
+    PostingPolicy, ReplyTo, SendId, SubscriptionPolicy,
 };
 use courrier_core::mailing::{dns_check, domains, lists, sends, views};
 use maud::{Markup, html};
@@ -441,6 +441,8 @@ async fn list_page(State(state): State<AppState>, a: Admin, Path((domain, list))
                     textarea id="footer_html" name="footer_html" rows="3" { (pol.footer_html.as_deref().unwrap_or("")) }
                     (text_field("bounce_disable_score", a.t("Bounce score that stops delivery", "Score de rejets qui suspend l'envoi"), &pol.bounce_disable_score.to_string(), "number", true))
                     (text_field("max_message_kb", a.t("Largest message (KiB)", "Message le plus grand (Kio)"), &pol.max_message_kb.to_string(), "number", true))
+                    (text_field("held_days", a.t("Days a held post waits before it expires", "Jours qu'un message retenu attend avant d'expirer"), &pol.held_days.to_string(), "number", true))
+                    (options("dmarc_mitigation", a.t("DMARC mitigation", "Atténuation DMARC"), &DmarcMitigation::names(), Some(pol.dmarc_mitigation.as_str()), None))
                     button type="submit" { (a.t("Save", "Enregistrer")) }
                 }
             }
@@ -471,6 +473,8 @@ async fn list_change(
                 bounce_disable_score: number(&f, "bounce_disable_score")?,
                 digest_frequency: choice(&f, "digest_frequency", DigestFrequency::parse)?,
                 max_message_kb: number(&f, "max_message_kb")?,
+                held_days: number(&f, "held_days")?,
+                dmarc_mitigation: choice(&f, "dmarc_mitigation", DmarcMitigation::parse)?,
             },
         ))
     })();
