@@ -87,6 +87,8 @@ fn a_moderator_approves_a_held_subscription_and_the_member_becomes_active() {
         assert_eq!(mine.len(), 1, "{to}: {mails:#?}");
         let link = link_path(&mine[0], "/api/v1/");
         assert!(link.ends_with("/api/v1/domains/example.org/lists/news/moderation/subscriptions"), "{link}");
+        let page = link_path(&mine[0], "/admin/");
+        assert!(page.ends_with("/admin/domains/example.org/lists/news/moderation"), "{page}");
         assert!(mine[0].contains("Ann@example.net"), "{}", mine[0]);
     }
     assert!(mails_to(&w, "admin@example.org").is_empty(), "a site admin is not a list's moderator");
@@ -322,6 +324,8 @@ fn a_held_post_is_listed_read_and_approved_into_a_send() {
         assert_eq!(mine.len(), 1, "{to}");
         let link = link_path(&mine[0], "/api/v1/");
         assert!(link.starts_with("/api/v1/domains/example.org/lists/news/moderation/messages/"), "{link}");
+        let page = link_path(&mine[0], "/admin/");
+        assert!(page.starts_with("/admin/domains/example.org/lists/news/moderation/messages/"), "{page}");
     }
 
     let list = get(&w, &w.moderator, &format!("{NEWS}/moderation/messages")).json();

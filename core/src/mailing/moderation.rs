@@ -27,10 +27,15 @@ const MAX_HEADER_VALUE: usize = 8 * 1024;
 /// A rejection's reason, as mailed to the poster.
 pub const MAX_REJECT_REASON: usize = 4096;
 
-/// Where a moderator decides, as the notices link it: the API resource of the queue (there is
-/// no administration page yet; this is the one place to point the link elsewhere).
+/// The API resource of a queue, which the notices spell out for moderators working by API key.
 pub fn queue_link(app: &Service, list: &MailingList, queue: &str) -> String {
     format!("{}/api/v1/domains/{}/lists/{}/moderation/{queue}", app.settings.public_url, list.domain, list.name)
+}
+
+/// The administration page where a moderator reads and decides (`rest`: empty for the list's
+/// queues, or `/messages/{id}` for one held post): what a person follows from the notice.
+pub fn page_link(app: &Service, list: &MailingList, rest: &str) -> String {
+    format!("{}/admin/domains/{}/lists/{}/moderation{rest}", app.settings.public_url, list.domain, list.name)
 }
 
 /// The subscriptions waiting for a moderator (members `pending` with reason `moderation`).
@@ -186,12 +191,14 @@ fn notice_text(app: &Service, list: &MailingList, item: &HeldItem) -> (String, S
     match item {
         HeldItem::Subscription { member, email } => {
             let queue = queue_link(app, list, "subscriptions");
+            let page = page_link(app, list, "");
             (
                 format!("Subscription to {} waits for moderation: {email}", list.address()),
                 format!(
                     "Hello,\n\n{email} asked to subscribe to the list \"{}\" ({}), which holds new \
                      subscriptions for a moderator.\n\n\
-                     The queue: {queue}\n\
+                     Decide on the administration page: {page}\n\n\
+                     Or with the API. The queue: {queue}\n\
                      Approve: POST {queue}/{member}/approve\n\
                      Reject: POST {queue}/{member}/reject\n",
                     list.display_name,
@@ -201,12 +208,14 @@ fn notice_text(app: &Service, list: &MailingList, item: &HeldItem) -> (String, S
         }
         HeldItem::Post { id, from, subject, reason } => {
             let queue = queue_link(app, list, "messages");
+            let page = page_link(app, list, &format!("/messages/{id}"));
             (
                 format!("Message to {} held for moderation: {subject}", list.address()),
                 format!(
                     "Hello,\n\nA message to the list \"{}\" ({}) was held ({reason}).\n\n\
                      From: {from}\nSubject: {subject}\n\n\
-                     Read it: {queue}/{id}\n\
+                     Read and decide on the administration page: {page}\n\n\
+                     Or with the API. Read it: {queue}/{id}\n\
                      Approve: POST {queue}/{id}/approve\n\
                      Reject (the sender is told): POST {queue}/{id}/reject\n\
                      Discard (nobody is told): POST {queue}/{id}/discard\n",
