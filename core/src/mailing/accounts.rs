@@ -4,36 +4,12 @@
 //! never falling back to plain text) with certificate verification, and connects only to the
 //! address the endpoint's resolver gives, which is the egress guard's checked address.
 
+pub use super::model::Security;
 use crate::egress::Host;
 use crate::kernel::MailTransport;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// How the session is protected: TLS from the first byte, or STARTTLS (refused when the server
-/// does not offer it: never a downgrade to plain text).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Security {
-    Tls,
-    StartTls,
-}
-
-impl Security {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Security::Tls => "tls",
-            Security::StartTls => "starttls",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "tls" => Some(Security::Tls),
-            "starttls" => Some(Security::StartTls),
-            _ => None,
-        }
-    }
-}
 
 /// Gives the address to connect to, checked by the egress guard, each time a connection opens
 /// (a long-lived submission transport re-resolves, so a rebinding cannot take it elsewhere).

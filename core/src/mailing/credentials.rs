@@ -7,7 +7,8 @@
 //! IMAP the folder) and records its outcome on the credential.
 
 use super::accounts::{AccountError, Endpoint, Login, Security};
-use super::model::{ListId, MailingList};
+use super::model::MailingList;
+pub use super::model::{CredentialKind, MailCredential};
 use super::{MailingError, Service, lists};
 use crate::access::principal::{RequestCtx, audit_done};
 use crate::access::{Perm, Principal};
@@ -17,47 +18,6 @@ use crate::kernel::{DomainName, ListName, MailTransport, Timestamp};
 use crate::storage::{in_read, in_write};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
-
-/// The two kinds of account a list may have.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum CredentialKind {
-    Ingest,
-    Submission,
-}
-
-impl CredentialKind {
-    pub const ALL: [CredentialKind; 2] = [CredentialKind::Ingest, CredentialKind::Submission];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CredentialKind::Ingest => "ingest",
-            CredentialKind::Submission => "submission",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|k| k.as_str() == s)
-    }
-}
-
-/// A stored credential. `password_sealed` is the keyring's sealed text, never the password.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MailCredential {
-    pub list_id: ListId,
-    pub kind: CredentialKind,
-    pub host: String,
-    pub port: u16,
-    pub security: Security,
-    pub username: String,
-    pub password_sealed: String,
-    /// The IMAP folder (`ingest` only).
-    pub folder: Option<String>,
-    pub last_ok_at: Option<Timestamp>,
-    pub last_error: Option<String>,
-    pub last_error_at: Option<Timestamp>,
-    pub created_at: Timestamp,
-    pub updated_at: Timestamp,
-}
 
 /// A PUT: every field but the password, which an update may omit to keep the stored one.
 #[derive(Debug, Clone)]

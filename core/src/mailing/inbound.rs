@@ -6,62 +6,14 @@
 //! at the next start ([`process_waiting`]), once: its outcome commits with what it did.
 
 use super::Service;
-use super::model::{ListId, MailingList};
+use super::model::MailingList;
+pub use super::model::{InboundId, InboundMessage, InboundRole as Role, InboundState};
 use super::ports::NewInbound;
 use super::posts;
 use crate::access::Principal;
 use crate::access::principal::RequestCtx;
-use crate::kernel::{DomainName, ListName, RequestId, Timestamp};
+use crate::kernel::{DomainName, ListName, RequestId};
 use crate::storage::{StoreError, in_read, in_write};
-
-crate::id_type!(
-    /// A message in the inbound store.
-    InboundId
-);
-
-/// What a list address stands for.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Role {
-    /// `L@D`: a post to the list.
-    Post,
-    /// `L-request@D`: commands (`subscribe`, `unsubscribe`, `help`).
-    Request,
-    /// `L-join@D` (and `L-subscribe@D`).
-    Join,
-    /// `L-leave@D` (and `L-unsubscribe@D`, which the copies' `List-Unsubscribe` names).
-    Leave,
-    /// `L-owner@D`: forwarded to the list's owners.
-    Owner,
-    /// `L-bounces+<token>@D`: the copies' VERP return path.
-    Bounces { token: Option<String> },
-}
-
-impl Role {
-    /// The stored name (the token of a bounce address is stored beside it).
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Role::Post => "post",
-            Role::Request => "request",
-            Role::Join => "join",
-            Role::Leave => "leave",
-            Role::Owner => "owner",
-            Role::Bounces { .. } => "bounces",
-        }
-    }
-
-    /// The role a stored name and bounce token stand for.
-    pub fn from_stored(name: &str, token: Option<String>) -> Option<Self> {
-        Some(match name {
-            "post" => Role::Post,
-            "request" => Role::Request,
-            "join" => Role::Join,
-            "leave" => Role::Leave,
-            "owner" => Role::Owner,
-            "bounces" => Role::Bounces { token },
-            _ => return None,
-        })
-    }
-}
 
 /// A recipient address read as a list address: which list, and which of its addresses.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -204,44 +156,6 @@ pub fn receive(
         tracing::warn!(inbound = id.get(), error = %e, "a received message could not be processed yet");
     }
     Ok(id)
-}
-
-/// A stored message.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InboundMessage {
-    pub id: InboundId,
-    pub list_id: ListId,
-    pub role: Role,
-    pub recipient: String,
-    pub envelope_from: Option<String>,
-    pub raw: Vec<u8>,
-    pub received_at: Timestamp,
-    pub state: InboundState,
-    pub outcome: Option<String>,
-}
-
-/// `Received` until processed; then `Done` with its outcome.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum InboundState {
-    Received,
-    Done,
-}
-
-impl InboundState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            InboundState::Received => "received",
-            InboundState::Done => "done",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "received" => Some(InboundState::Received),
-            "done" => Some(InboundState::Done),
-            _ => None,
-        }
-    }
 }
 
 /// What processing did with a message.

@@ -416,3 +416,290 @@ pub struct BounceRecord {
     pub scored: bool,
     pub at: Timestamp,
 }
+
+/// How the session is protected: TLS from the first byte, or STARTTLS (refused when the server
+/// does not offer it: never a downgrade to plain text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Security {
+    Tls,
+    StartTls,
+}
+
+impl Security {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Security::Tls => "tls",
+            Security::StartTls => "starttls",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "tls" => Some(Security::Tls),
+            "starttls" => Some(Security::StartTls),
+            _ => None,
+        }
+    }
+}
+
+/// The two kinds of account a list may have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CredentialKind {
+    Ingest,
+    Submission,
+}
+
+impl CredentialKind {
+    pub const ALL: [CredentialKind; 2] = [CredentialKind::Ingest, CredentialKind::Submission];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CredentialKind::Ingest => "ingest",
+            CredentialKind::Submission => "submission",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+/// A stored credential. `password_sealed` is the keyring's sealed text, never the password.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MailCredential {
+    pub list_id: ListId,
+    pub kind: CredentialKind,
+    pub host: String,
+    pub port: u16,
+    pub security: Security,
+    pub username: String,
+    pub password_sealed: String,
+    /// The IMAP folder (`ingest` only).
+    pub folder: Option<String>,
+    pub last_ok_at: Option<Timestamp>,
+    pub last_error: Option<String>,
+    pub last_error_at: Option<Timestamp>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+id_type!(
+    /// A message in the inbound store.
+    InboundId
+);
+
+/// What a list address stands for.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum InboundRole {
+    /// `L@D`: a post to the list.
+    Post,
+    /// `L-request@D`: commands (`subscribe`, `unsubscribe`, `help`).
+    Request,
+    /// `L-join@D` (and `L-subscribe@D`).
+    Join,
+    /// `L-leave@D` (and `L-unsubscribe@D`, which the copies' `List-Unsubscribe` names).
+    Leave,
+    /// `L-owner@D`: forwarded to the list's owners.
+    Owner,
+    /// `L-bounces+<token>@D`: the copies' VERP return path.
+    Bounces { token: Option<String> },
+}
+
+impl InboundRole {
+    /// The stored name (the token of a bounce address is stored beside it).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            InboundRole::Post => "post",
+            InboundRole::Request => "request",
+            InboundRole::Join => "join",
+            InboundRole::Leave => "leave",
+            InboundRole::Owner => "owner",
+            InboundRole::Bounces { .. } => "bounces",
+        }
+    }
+
+    /// The role a stored name and bounce token stand for.
+    pub fn from_stored(name: &str, token: Option<String>) -> Option<Self> {
+        Some(match name {
+            "post" => InboundRole::Post,
+            "request" => InboundRole::Request,
+            "join" => InboundRole::Join,
+            "leave" => InboundRole::Leave,
+            "owner" => InboundRole::Owner,
+            "bounces" => InboundRole::Bounces { token },
+            _ => return None,
+        })
+    }
+}
+
+/// A stored message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InboundMessage {
+    pub id: InboundId,
+    pub list_id: ListId,
+    pub role: InboundRole,
+    pub recipient: String,
+    pub envelope_from: Option<String>,
+    pub raw: Vec<u8>,
+    pub received_at: Timestamp,
+    pub state: InboundState,
+    pub outcome: Option<String>,
+}
+
+/// `Received` until processed; then `Done` with its outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InboundState {
+    Received,
+    Done,
+}
+
+impl InboundState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InboundState::Received => "received",
+            InboundState::Done => "done",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "received" => Some(InboundState::Received),
+            "done" => Some(InboundState::Done),
+            _ => None,
+        }
+    }
+}
+
+id_type!(
+    /// A post held for moderation.
+    HeldId
+);
+
+/// Why a post waits for a moderator (the wire names of `decisions.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HoldReason {
+    /// `members` policy, and the poster is not an active member.
+    NotMember,
+    /// `moderated` policy: every post.
+    Moderated,
+    /// `owners` policy, and the poster is neither owner nor moderator.
+    OwnersOnly,
+    /// The list's sending is suspended.
+    Suspended,
+    /// The list is archived.
+    Archived,
+    /// Over `max_message_kb`, fetched from a mailbox (LMTP refuses it instead).
+    TooLarge,
+}
+
+impl HoldReason {
+    pub const ALL: &'static [HoldReason] = &[
+        HoldReason::NotMember,
+        HoldReason::Moderated,
+        HoldReason::OwnersOnly,
+        HoldReason::Suspended,
+        HoldReason::Archived,
+        HoldReason::TooLarge,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HoldReason::NotMember => "not_member",
+            HoldReason::Moderated => "moderated",
+            HoldReason::OwnersOnly => "owners_only",
+            HoldReason::Suspended => "suspended",
+            HoldReason::Archived => "archived",
+            HoldReason::TooLarge => "too_large",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.iter().copied().find(|r| r.as_str() == s)
+    }
+}
+
+/// A held post as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldPost {
+    pub id: HeldId,
+    pub list_id: ListId,
+    pub inbound_id: Option<InboundId>,
+    /// The whole message (empty in listings).
+    pub raw: Vec<u8>,
+    pub envelope_from: Option<String>,
+    pub from: Option<String>,
+    pub subject: Option<String>,
+    pub message_id: Option<String>,
+    pub received_at: Timestamp,
+    pub reason: HoldReason,
+    pub size: u64,
+}
+
+/// One header field of a received message: its name (mail-parser's spelling for the fields it
+/// knows) and its value as written (folded, not decoded).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeaderField {
+    pub name: String,
+    pub value: String,
+}
+
+/// A received message as the mailing rules read it, decoded by the MIME port
+/// (`bounces::MimeReader`, mail-parser in `adapters/mime.rs`): nothing cleaned or bounded yet.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ReadMail {
+    /// The first `From` mailbox: its address and display name, decoded.
+    pub from_address: Option<String>,
+    pub from_name: Option<String>,
+    /// The decoded subject.
+    pub subject: Option<String>,
+    /// Without angle brackets.
+    pub message_id: Option<String>,
+    /// The first text body (an HTML-only message's made text).
+    pub text: Option<String>,
+    /// The first HTML body, when the message has a `text/html` part.
+    pub html: Option<String>,
+    /// The top-level header fields, in order.
+    pub headers: Vec<HeaderField>,
+    /// The first `Auto-Submitted` and `Precedence` values as written (`None` when absent or not
+    /// UTF-8).
+    pub auto_submitted: Option<String>,
+    pub precedence: Option<String>,
+}
+
+/// What happens to a post's `From` (DMARC mitigation, decided by the delivery worker from the
+/// poster's `_dmarc` policy).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FromHandling {
+    /// The poster's `From` goes out as it came.
+    Keep,
+    /// `"Poster via List" <list address>`, the poster in `Reply-To`: the poster's domain publishes
+    /// `p=reject` or `p=quarantine`, so a copy signed by the list's domain would fail its DMARC.
+    Munge,
+}
+
+/// What the rules decided for the copies of a post; the MIME port rebuilds the post with it.
+#[derive(Debug, Clone, Copy)]
+pub struct PostCopySpec<'a> {
+    /// The list's address (`From` when the post has none or it is munged, `To` when the post has
+    /// none, `Reply-To` for `reply_to: list`) and display name.
+    pub list_address: &'a str,
+    pub list_display_name: &'a str,
+    /// The subject, tagged.
+    pub subject: &'a str,
+    pub message_id: &'a str,
+    /// `Date` when the post has none.
+    pub date: &'a str,
+    /// `Reply-To` is the list (else the post's own `Reply-To`).
+    pub reply_to_list: bool,
+    pub from: FromHandling,
+    pub footer_text: Option<&'a str>,
+    pub footer_html: Option<&'a str>,
+}
+
+/// A post rebuilt for its copies: the header fields from `From` to `Reply-To` (CRLF-ended) and
+/// the body (the post's MIME tree with the footer, its own `Content-Type` first).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RebuiltPost {
+    pub head: Vec<u8>,
+    pub body: Vec<u8>,
+}

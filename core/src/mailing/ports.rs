@@ -2,10 +2,10 @@
 //! repositories of domains, lists and members, the Idempotency-Key registry, sends and their
 //! queue of copies, and webhooks with their queue of deliveries.
 
-use super::credentials::{CredentialKind, MailCredential};
 use super::model::{
-    Consent, Copy, CopyCounts, CopyId, CopyState, Delivery, DeliveryId, DeliveryMode, DeliveryState, Domain, DomainId,
-    DomainStatus, DomainVisibility, ListId, ListVisibility, MailingList, Member, MemberFilter, MemberId, MemberStatus,
+    Consent, Copy, CopyCounts, CopyId, CopyState, CredentialKind, Delivery, DeliveryId, DeliveryMode, DeliveryState,
+    Domain, DomainId, DomainStatus, DomainVisibility, HeldId, HeldPost, HoldReason, InboundId, InboundMessage,
+    InboundRole, ListId, ListVisibility, MailCredential, MailingList, Member, MemberFilter, MemberId, MemberStatus,
     NewMember, SendId, SendRecord, SendState, StatusCounts, Webhook, WebhookId,
 };
 use crate::kernel::{DomainName, EmailAddress, Event, EventId, Timestamp};
@@ -359,7 +359,7 @@ pub trait ModerationRepo {
     /// Held posts over the given lists (every list when `None`).
     fn count_held(&mut self, lists: Option<&[ListId]>) -> Result<u64, StoreError>;
     /// Deletes the held posts received more than their list's `held_days` before `now`; which.
-    fn expire_held(&mut self, now: Timestamp) -> Result<Vec<(ListId, super::posts::HeldId)>, StoreError>;
+    fn expire_held(&mut self, now: Timestamp) -> Result<Vec<(ListId, HeldId)>, StoreError>;
     /// The addresses of the active accounts holding the `owner` role on the list, ordered.
     fn list_owners(
         &mut self,
@@ -393,7 +393,7 @@ pub trait CredentialRepo {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewInbound<'a> {
     pub list_id: ListId,
-    pub role: &'a super::inbound::Role,
+    pub role: &'a InboundRole,
     pub recipient: &'a str,
     /// `None` for the null reverse-path `<>`.
     pub envelope_from: Option<&'a str>,
@@ -404,49 +404,33 @@ pub struct NewInbound<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewHeldPost<'a> {
     pub list_id: ListId,
-    pub inbound_id: Option<super::inbound::InboundId>,
+    pub inbound_id: Option<InboundId>,
     pub raw: &'a [u8],
     pub envelope_from: Option<&'a str>,
     pub from: Option<&'a str>,
     pub subject: Option<&'a str>,
     pub message_id: Option<&'a str>,
-    pub reason: super::posts::HoldReason,
+    pub reason: HoldReason,
 }
 
 /// Messages received by mail (the inbound store) and the posts held for moderation.
 pub trait InboundRepo {
-    fn insert_inbound(&mut self, m: &NewInbound<'_>, now: Timestamp) -> Result<super::inbound::InboundId, StoreError>;
-    fn inbound_by_id(
-        &mut self,
-        id: super::inbound::InboundId,
-    ) -> Result<Option<super::inbound::InboundMessage>, StoreError>;
+    fn insert_inbound(&mut self, m: &NewInbound<'_>, now: Timestamp) -> Result<InboundId, StoreError>;
+    fn inbound_by_id(&mut self, id: InboundId) -> Result<Option<InboundMessage>, StoreError>;
     /// Up to `limit` messages still `received` with an id above `after`, in id order.
-    fn inbound_waiting(
-        &mut self,
-        after: Option<super::inbound::InboundId>,
-        limit: u32,
-    ) -> Result<Vec<super::inbound::InboundId>, StoreError>;
+    fn inbound_waiting(&mut self, after: Option<InboundId>, limit: u32) -> Result<Vec<InboundId>, StoreError>;
     /// Marks a `received` message `done` with its outcome; `false` when it was not `received`
     /// any more (another process handled it: the caller undoes what it did).
-    fn finish_inbound(
-        &mut self,
-        id: super::inbound::InboundId,
-        outcome: &str,
-        now: Timestamp,
-    ) -> Result<bool, StoreError>;
+    fn finish_inbound(&mut self, id: InboundId, outcome: &str, now: Timestamp) -> Result<bool, StoreError>;
     /// Whether a post with this Message-ID was posted to (or held for) the list after `since`.
     fn message_id_seen(&mut self, list: ListId, message_id: &str, since: Timestamp) -> Result<bool, StoreError>;
 
-    fn insert_held(&mut self, h: &NewHeldPost<'_>, now: Timestamp) -> Result<super::posts::HeldId, StoreError>;
-    fn held_by_id(
-        &mut self,
-        list: ListId,
-        id: super::posts::HeldId,
-    ) -> Result<Option<super::posts::HeldPost>, StoreError>;
+    fn insert_held(&mut self, h: &NewHeldPost<'_>, now: Timestamp) -> Result<HeldId, StoreError>;
+    fn held_by_id(&mut self, list: ListId, id: HeldId) -> Result<Option<HeldPost>, StoreError>;
     /// The list's held posts, oldest first (the raw message left out: `raw` is empty).
-    fn held_posts(&mut self, list: ListId, page: Page) -> Result<Paged<super::posts::HeldPost>, StoreError>;
+    fn held_posts(&mut self, list: ListId, page: Page) -> Result<Paged<HeldPost>, StoreError>;
     /// Deletes a held post; `false` when it was already gone (decided by someone else).
-    fn delete_held(&mut self, list: ListId, id: super::posts::HeldId) -> Result<bool, StoreError>;
+    fn delete_held(&mut self, list: ListId, id: HeldId) -> Result<bool, StoreError>;
 }
 
 /// A bounce to record.

@@ -3,8 +3,10 @@
 //! through the same path as `POST .../sends`) and [`hold`] (a held post for a moderator,
 //! `message.held`). Moderation's approve calls [`publish`] too.
 
+use super::bounces::MimeReader;
 use super::inbound::{self, InboundId, InboundMessage};
-use super::model::{ListId, ListStatus, MailingList, MemberStatus, PostingPolicy, SendKind};
+pub use super::model::{HeldId, HeldPost, HoldReason};
+use super::model::{ListId, ListStatus, MailingList, MemberStatus, PostingPolicy, ReadMail, SendKind};
 use super::ports::{NewHeldPost, NewSend, Tx};
 use super::sends::{self, Submitted};
 use super::{MailingError, Service, lists};
@@ -13,78 +15,12 @@ use crate::access::principal::{RequestCtx, audit_done};
 use crate::access::{Principal, model::UserStatus};
 use crate::kernel::{EmailAddress, EventName, Timestamp, secrets};
 use crate::storage::{in_read, in_write};
-use mail_parser::MessageParser;
 use serde_json::json;
-
-crate::id_type!(
-    /// A post held for moderation.
-    HeldId
-);
 
 /// A Message-ID seen on the list this recently makes a post a duplicate.
 pub const DUPLICATE_WINDOW_SECS: i64 = 7 * 24 * 3600;
 /// The longest text kept on a send made from a post (digests read it).
 const MAX_TEXT_BYTES: usize = 256 * 1024;
-
-/// Why a post waits for a moderator (the wire names of `decisions.md`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum HoldReason {
-    /// `members` policy, and the poster is not an active member.
-    NotMember,
-    /// `moderated` policy: every post.
-    Moderated,
-    /// `owners` policy, and the poster is neither owner nor moderator.
-    OwnersOnly,
-    /// The list's sending is suspended.
-    Suspended,
-    /// The list is archived.
-    Archived,
-    /// Over `max_message_kb`, fetched from a mailbox (LMTP refuses it instead).
-    TooLarge,
-}
-
-impl HoldReason {
-    pub const ALL: &'static [HoldReason] = &[
-        HoldReason::NotMember,
-        HoldReason::Moderated,
-        HoldReason::OwnersOnly,
-        HoldReason::Suspended,
-        HoldReason::Archived,
-        HoldReason::TooLarge,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HoldReason::NotMember => "not_member",
-            HoldReason::Moderated => "moderated",
-            HoldReason::OwnersOnly => "owners_only",
-            HoldReason::Suspended => "suspended",
-            HoldReason::Archived => "archived",
-            HoldReason::TooLarge => "too_large",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.iter().copied().find(|r| r.as_str() == s)
-    }
-}
-
-/// A held post as stored.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HeldPost {
-    pub id: HeldId,
-    pub list_id: ListId,
-    pub inbound_id: Option<InboundId>,
-    /// The whole message (empty in listings).
-    pub raw: Vec<u8>,
-    pub envelope_from: Option<String>,
-    pub from: Option<String>,
-    pub subject: Option<String>,
-    pub message_id: Option<String>,
-    pub received_at: Timestamp,
-    pub reason: HoldReason,
-    pub size: u64,
-}
 
 /// Why a post was not posted and not held.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -151,11 +87,15 @@ fn bounded(mut s: String) -> String {
     s
 }
 
-/// Reads a post. A message mail-parser cannot read at all is an empty summary (it is then held
-/// or refused by the policy like any other).
-pub fn summarize(raw: &[u8], envelope_from: Option<&str>) -> Summary {
-    let parsed = MessageParser::default().parse(raw);
-    let Some(m) = parsed else {
+/// Reads a post (through the MIME port). A message that cannot be read at all is an empty
+/// summary (it is then held or refused by the policy like any other).
+pub fn summarize(mime: &dyn MimeReader, raw: &[u8], envelope_from: Option<&str>) -> Summary {
+    summary_of(mime.read_mail(raw).as_ref(), envelope_from)
+}
+
+/// The summary of a message read by the MIME port (`None`: it could not be read).
+pub fn summary_of(read: Option<&ReadMail>, envelope_from: Option<&str>) -> Summary {
+    let Some(m) = read else {
         return Summary {
             from: envelope_from.and_then(|e| EmailAddress::parse(e).ok()),
             from_name: None,
@@ -167,31 +107,24 @@ pub fn summarize(raw: &[u8], envelope_from: Option<&str>) -> Summary {
             auto_submitted: None,
         };
     };
-    let first = m.from().and_then(|a| a.first());
-    let from = first.and_then(|a| a.address()).and_then(|a| EmailAddress::parse(a.trim()).ok());
-    let from_name = first.and_then(|a| a.name()).map(|n| clean_line(n, 200)).filter(|n| !n.is_empty());
+    let from = m.from_address.as_deref().and_then(|a| EmailAddress::parse(a.trim()).ok());
+    let from_name = m.from_name.as_deref().map(|n| clean_line(n, 200)).filter(|n| !n.is_empty());
     let from = from.or_else(|| envelope_from.and_then(|e| EmailAddress::parse(e).ok()));
-    let mut loop_marks = Vec::new();
-    for h in m.headers() {
-        let name = h.name();
-        if name.eq_ignore_ascii_case("List-Id") || name.eq_ignore_ascii_case("X-BeenThere") {
-            let raw_value = &raw[h.offset_start() as usize..h.offset_end() as usize];
-            loop_marks.push(String::from_utf8_lossy(raw_value).trim().to_ascii_lowercase());
-        }
-    }
+    let loop_marks = m
+        .headers
+        .iter()
+        .filter(|h| h.name.eq_ignore_ascii_case("List-Id") || h.name.eq_ignore_ascii_case("X-BeenThere"))
+        .map(|h| h.value.trim().to_ascii_lowercase())
+        .collect();
     let auto_submitted =
-        m.header_raw("Auto-Submitted").map(|v| v.split(';').next().unwrap_or("").trim().to_ascii_lowercase());
-    let text = m.body_text(0).map(|t| bounded(t.into_owned()));
-    let html = if m.html_body_count() > 0 && m.html_part(0).is_some_and(|p| p.is_text_html()) {
-        m.body_html(0).map(|t| bounded(t.into_owned()))
-    } else {
-        None
-    };
+        m.auto_submitted.as_deref().map(|v| v.split(';').next().unwrap_or("").trim().to_ascii_lowercase());
+    let text = m.text.clone().map(bounded);
+    let html = m.html.clone().map(bounded);
     Summary {
         from,
         from_name,
-        subject: clean_line(m.subject().unwrap_or(""), sends::MAX_SUBJECT),
-        message_id: m.message_id().map(|id| clean_line(id, 250)).filter(|id| !id.is_empty()),
+        subject: clean_line(m.subject.as_deref().unwrap_or(""), sends::MAX_SUBJECT),
+        message_id: m.message_id.as_deref().map(|id| clean_line(id, 250)).filter(|id| !id.is_empty()),
         text: text.filter(|t| !t.trim().is_empty()),
         html: html.filter(|t| !t.trim().is_empty()),
         loop_marks,
@@ -264,12 +197,12 @@ fn standing(tx: &mut dyn Tx, list: &MailingList, from: Option<&EmailAddress>) ->
 /// Processes a stored post: dropped, held or posted, recorded with the inbound message's outcome
 /// in one transaction. `None` when another process had already processed it.
 pub fn accept(app: &Service, m: &InboundMessage) -> Result<Option<Outcome>, MailingError> {
-    let summary = summarize(&m.raw, m.envelope_from.as_deref());
+    let summary = summarize(&*app.mime, &m.raw, m.envelope_from.as_deref());
     let (p, ctx) = inbound::actor();
     let now = app.clock.now();
     let done = in_write(&*app.store, |tx| {
         let Some(list) = tx.list_by_id(m.list_id)? else { return Err(MailingError::NotFound("list")) };
-        let outcome = decide_and_act(tx, &list, m, &summary, &p, &ctx, now)?;
+        let outcome = decide_and_act(&*app.mime, tx, &list, m, &summary, &p, &ctx, now)?;
         if !tx.finish_inbound(m.id, outcome.as_str(), now)? {
             // Someone else processed it meanwhile: undo ours.
             return Ok(None);
@@ -285,7 +218,9 @@ pub fn accept(app: &Service, m: &InboundMessage) -> Result<Option<Outcome>, Mail
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn decide_and_act(
+    mime: &dyn MimeReader,
     tx: &mut dyn Tx,
     list: &MailingList,
     m: &InboundMessage,
@@ -315,7 +250,7 @@ fn decide_and_act(
         received_at: m.received_at,
     };
     match reason {
-        Some(reason) => Ok(Outcome::Held(hold(tx, list, &to_hold(reason), p, ctx, now)?, reason)),
+        Some(reason) => Ok(Outcome::Held(hold(mime, tx, list, &to_hold(reason), p, ctx, now)?, reason)),
         None => Ok(Outcome::Posted(publish_summary(tx, list, &m.raw, summary, p, ctx, now)?)),
     }
 }
@@ -334,6 +269,7 @@ pub struct ToHold<'a> {
 /// Holds a post for the list's moderators: the held post, `message.held` and the audit entry,
 /// in the caller's transaction.
 pub fn hold(
+    mime: &dyn MimeReader,
     tx: &mut dyn Tx,
     list: &MailingList,
     post: &ToHold<'_>,
@@ -341,7 +277,7 @@ pub fn hold(
     ctx: &RequestCtx,
     now: Timestamp,
 ) -> Result<HeldId, MailingError> {
-    let s = summarize(post.raw, post.envelope_from);
+    let s = summarize(mime, post.raw, post.envelope_from);
     let from = s.from.as_ref().map(ToString::to_string);
     let id = tx.insert_held(
         &NewHeldPost {
@@ -372,6 +308,7 @@ pub fn hold(
 /// .../sends` (same queue, aggregates, digests, `send.submitted`) carrying the raw post, from
 /// which each copy is built. In the caller's transaction. An archived list sends nothing (409).
 pub fn publish(
+    mime: &dyn MimeReader,
     tx: &mut dyn Tx,
     list: &MailingList,
     raw: &[u8],
@@ -379,7 +316,7 @@ pub fn publish(
     ctx: &RequestCtx,
     now: Timestamp,
 ) -> Result<Submitted, MailingError> {
-    let summary = summarize(raw, None);
+    let summary = summarize(mime, raw, None);
     publish_summary(tx, list, raw, &summary, p, ctx, now)
 }
 
@@ -414,10 +351,8 @@ fn publish_summary(
 }
 
 /// Reads a stored post's first text part, for the moderation view (at most `max` bytes).
-pub fn first_text(raw: &[u8], max: usize) -> Option<String> {
-    let m = MessageParser::default().parse(raw)?;
-    let part = m.text_part(0).or_else(|| m.html_part(0))?;
-    let text = part.text_contents()?;
+pub fn first_text(mime: &dyn MimeReader, raw: &[u8], max: usize) -> Option<String> {
+    let text = mime.first_text(raw)?;
     let mut cut = text.len().min(max);
     while !text.is_char_boundary(cut) {
         cut -= 1;
@@ -433,6 +368,7 @@ pub fn held(app: &Service, list: ListId, id: HeldId) -> Result<Option<HeldPost>,
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::adapters::mime::MailParserReader;
     use crate::kernel::{DomainName, ListName};
     use crate::mailing::model::*;
 
@@ -480,7 +416,7 @@ mod tests {
     }
 
     fn summary(raw: &str) -> Summary {
-        summarize(raw.as_bytes(), Some("bounce@example.net"))
+        summarize(&MailParserReader, raw.as_bytes(), Some("bounce@example.net"))
     }
 
     #[test]
@@ -511,7 +447,7 @@ mod tests {
         assert_eq!(s.subject, "café time");
         assert_eq!(s.message_id.as_deref(), Some("x1@example.net"));
         assert_eq!(s.text.as_deref().map(str::trim), Some("Body"));
-        let garbage = summarize(b"", Some("e@example.net"));
+        let garbage = summarize(&MailParserReader, b"", Some("e@example.net"));
         assert_eq!(garbage.from.unwrap().to_string(), "e@example.net");
     }
 }
