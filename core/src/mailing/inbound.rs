@@ -283,6 +283,7 @@ impl Wakeup {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernel::Timestamp;
 
     fn check(address: &str, expect: Option<(&str, &str, Role)>) {
         let got = parse_recipient(address).map(|r| (r.domain.to_string(), r.list.to_string(), r.role));
