@@ -13,6 +13,7 @@ use crate::admin_pages::Pages;
 use courrier_core::access::Perm;
 use courrier_core::access::model::{KeyScope, Role};
 use courrier_core::kernel::{DomainName, ListName};
+use courrier_core::mailing::inbound;
 use courrier_core::mailing::model::SubscriptionPolicy;
 use courrier_tests::browser::{Browser, BrowserOptions};
 use courrier_tests::harness::{SmtpSink, TestApp, workspace_root};
@@ -363,6 +364,20 @@ fn each_role_sees_what_it_may_and_nothing_more_on_a_phone_in_french() {
         "{}",
         held.body
     );
+    // Every post is held for a moderator; one arrives by mail.
+    let patch =
+        call(&w.app, "PATCH", news, &[bearer(&key)], Some(&serde_json::json!({ "posting_policy": "moderated" })));
+    assert_eq!(patch.status, 200, "{}", patch.body);
+    let raw = "From: Poster <poster@example.net>\r\nTo: news@example.org\r\nSubject: A held post\r\n\
+               Message-ID: <held1@example.net>\r\nContent-Type: text/plain; charset=utf-8\r\n\r\nHello list,\r\nfirst post.\r\n";
+    inbound::receive(
+        &w.app.core.mailing,
+        Some("poster@example.net"),
+        "news@example.org",
+        raw.as_bytes(),
+        inbound::Oversize::Refuse,
+    )
+    .unwrap();
     let list = "/admin/domains/example.org/lists/news";
     // The site administrator first, in French: every section.
     w.sign_in("admin@example.org");
@@ -432,6 +447,16 @@ fn each_role_sees_what_it_may_and_nothing_more_on_a_phone_in_french() {
             assert!(!w.browser.source().contains("waiting@example.net"), "decided: {}", w.browser.source());
             let member = call(&w.app, "GET", &format!("{news}/members/waiting%40example.net"), &[bearer(&key)], None);
             assert_eq!(member.json()["data"]["status"], "active", "{}", member.body);
+            // The held post, its text read, approved: it becomes a send.
+            w.open(&format!("{list}/moderation"), "moderator-queue-post");
+            let link = w.browser.find("a[href*=\"/moderation/messages/\"]");
+            w.browser.click_and_wait(&link);
+            w.check_page("moderator-held-post");
+            assert!(w.browser.source().contains("first post."), "{}", w.browser.source());
+            w.submit("form[action$=\"/approve\"] button", "moderator-held-approved");
+            assert!(!w.has("a[href*=\"/moderation/messages/\"]"), "decided: {}", w.browser.source());
+            let held = call(&w.app, "GET", &format!("{news}/moderation/messages"), &[bearer(&key)], None);
+            assert_eq!(held.json()["meta"]["total"], 0, "{}", held.body);
         }
         w.open(&format!("{list}/members"), &format!("{}-members", s.who));
         assert!(w.has("table"), "{}: reads the members", s.who);

@@ -277,8 +277,12 @@ fn corpus(opts: &Options) -> Result<String, String> {
         theirs.add(c, right(c, &found), describe(&found));
     }
     let mut r = String::new();
-    let _ =
-        writeln!(r, "\n== corpus: {} messages of flufl.bounce's test suite ({})", cases.len(), opts.corpus.display());
+    let _ = writeln!(
+        r,
+        "\n== corpus: {} messages of the test suites of flufl.bounce, bounced and baunsu ({})",
+        cases.len(),
+        opts.corpus.display()
+    );
     let _ = writeln!(r, "{}", verp.line("courrier (VERP: member from the token)"));
     let _ = writeln!(r, "{}", ours_address.line("courrier (addresses it reads, no token)"));
     let _ = writeln!(r, "{}", theirs.line("flufl.bounce 6 all_failures (no token)"));

@@ -4,12 +4,13 @@
 //! never falling back to plain text) with certificate verification, and connects only to the
 //! address the endpoint's resolver gives, which is the egress guard's checked address.
 
-pub use super::model::Security;
 use crate::egress::Host;
 use crate::kernel::MailTransport;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
+
+pub use super::model::Security;
 
 /// Gives the address to connect to, checked by the egress guard, each time a connection opens
 /// (a long-lived submission transport re-resolves, so a rebinding cannot take it elsewhere).

@@ -8,7 +8,6 @@
 
 use super::accounts::{AccountError, Endpoint, Login, Security};
 use super::model::MailingList;
-pub use super::model::{CredentialKind, MailCredential};
 use super::{MailingError, Service, lists};
 use crate::access::principal::{RequestCtx, audit_done};
 use crate::access::{Perm, Principal};
@@ -18,6 +17,8 @@ use crate::kernel::{DomainName, ListName, MailTransport, Timestamp};
 use crate::storage::{in_read, in_write};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
+
+pub use super::model::{CredentialKind, MailCredential};
 
 /// A PUT: every field but the password, which an update may omit to keep the stored one.
 #[derive(Debug, Clone)]

@@ -7,7 +7,7 @@
 
 use super::Service;
 use super::model::MailingList;
-pub use super::model::{InboundId, InboundMessage, InboundRole as Role, InboundState};
+pub use super::model::{InboundId, InboundMessage, InboundState, Role};
 use super::ports::NewInbound;
 use super::posts;
 use crate::access::Principal;

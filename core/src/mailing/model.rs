@@ -387,6 +387,95 @@ impl Permanence {
     }
 }
 
+// Mail in (`inbound.rs`, `posts.rs`): the inbound store's and the held posts' records.
+
+crate::id_type!(
+    /// A message in the inbound store.
+    InboundId
+);
+
+/// What a list address stands for.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// `L@D`: a post to the list.
+    Post,
+    /// `L-request@D`: commands (`subscribe`, `unsubscribe`, `help`).
+    Request,
+    /// `L-join@D` (and `L-subscribe@D`).
+    Join,
+    /// `L-leave@D` (and `L-unsubscribe@D`, which the copies' `List-Unsubscribe` names).
+    Leave,
+    /// `L-owner@D`: forwarded to the list's owners.
+    Owner,
+    /// `L-bounces+<token>@D`: the copies' VERP return path.
+    Bounces { token: Option<String> },
+}
+
+impl Role {
+    /// The stored name (the token of a bounce address is stored beside it).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Role::Post => "post",
+            Role::Request => "request",
+            Role::Join => "join",
+            Role::Leave => "leave",
+            Role::Owner => "owner",
+            Role::Bounces { .. } => "bounces",
+        }
+    }
+
+    /// The role a stored name and bounce token stand for.
+    pub fn from_stored(name: &str, token: Option<String>) -> Option<Self> {
+        Some(match name {
+            "post" => Role::Post,
+            "request" => Role::Request,
+            "join" => Role::Join,
+            "leave" => Role::Leave,
+            "owner" => Role::Owner,
+            "bounces" => Role::Bounces { token },
+            _ => return None,
+        })
+    }
+}
+
+/// A stored message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InboundMessage {
+    pub id: InboundId,
+    pub list_id: ListId,
+    pub role: Role,
+    pub recipient: String,
+    pub envelope_from: Option<String>,
+    pub raw: Vec<u8>,
+    pub received_at: Timestamp,
+    pub state: InboundState,
+    pub outcome: Option<String>,
+}
+
+/// `Received` until processed; then `Done` with its outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InboundState {
+    Received,
+    Done,
+}
+
+impl InboundState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InboundState::Received => "received",
+            InboundState::Done => "done",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "received" => Some(InboundState::Received),
+            "done" => Some(InboundState::Done),
+            _ => None,
+        }
+    }
+}
+
 wire_enum!(
     /// Where a bounce came from: a DSN or a recognised report at the copy's VERP address, the
     /// receiving server's 5xx during delivery, or a copy deferred past the retry horizon.
@@ -415,6 +504,71 @@ pub struct BounceRecord {
     /// Whether it added to the member's score.
     pub scored: bool,
     pub at: Timestamp,
+}
+
+crate::id_type!(
+    /// A post held for moderation.
+    HeldId
+);
+
+/// Why a post waits for a moderator (the wire names of `decisions.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HoldReason {
+    /// `members` policy, and the poster is not an active member.
+    NotMember,
+    /// `moderated` policy: every post.
+    Moderated,
+    /// `owners` policy, and the poster is neither owner nor moderator.
+    OwnersOnly,
+    /// The list's sending is suspended.
+    Suspended,
+    /// The list is archived.
+    Archived,
+    /// Over `max_message_kb`, fetched from a mailbox (LMTP refuses it instead).
+    TooLarge,
+}
+
+impl HoldReason {
+    pub const ALL: &'static [HoldReason] = &[
+        HoldReason::NotMember,
+        HoldReason::Moderated,
+        HoldReason::OwnersOnly,
+        HoldReason::Suspended,
+        HoldReason::Archived,
+        HoldReason::TooLarge,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HoldReason::NotMember => "not_member",
+            HoldReason::Moderated => "moderated",
+            HoldReason::OwnersOnly => "owners_only",
+            HoldReason::Suspended => "suspended",
+            HoldReason::Archived => "archived",
+            HoldReason::TooLarge => "too_large",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.iter().copied().find(|r| r.as_str() == s)
+    }
+}
+
+/// A held post as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldPost {
+    pub id: HeldId,
+    pub list_id: ListId,
+    pub inbound_id: Option<InboundId>,
+    /// The whole message (empty in listings).
+    pub raw: Vec<u8>,
+    pub envelope_from: Option<String>,
+    pub from: Option<String>,
+    pub subject: Option<String>,
+    pub message_id: Option<String>,
+    pub received_at: Timestamp,
+    pub reason: HoldReason,
+    pub size: u64,
 }
 
 /// How the session is protected: TLS from the first byte, or STARTTLS (refused when the server
@@ -481,158 +635,6 @@ pub struct MailCredential {
     pub last_error_at: Option<Timestamp>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
-}
-
-id_type!(
-    /// A message in the inbound store.
-    InboundId
-);
-
-/// What a list address stands for.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum InboundRole {
-    /// `L@D`: a post to the list.
-    Post,
-    /// `L-request@D`: commands (`subscribe`, `unsubscribe`, `help`).
-    Request,
-    /// `L-join@D` (and `L-subscribe@D`).
-    Join,
-    /// `L-leave@D` (and `L-unsubscribe@D`, which the copies' `List-Unsubscribe` names).
-    Leave,
-    /// `L-owner@D`: forwarded to the list's owners.
-    Owner,
-    /// `L-bounces+<token>@D`: the copies' VERP return path.
-    Bounces { token: Option<String> },
-}
-
-impl InboundRole {
-    /// The stored name (the token of a bounce address is stored beside it).
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            InboundRole::Post => "post",
-            InboundRole::Request => "request",
-            InboundRole::Join => "join",
-            InboundRole::Leave => "leave",
-            InboundRole::Owner => "owner",
-            InboundRole::Bounces { .. } => "bounces",
-        }
-    }
-
-    /// The role a stored name and bounce token stand for.
-    pub fn from_stored(name: &str, token: Option<String>) -> Option<Self> {
-        Some(match name {
-            "post" => InboundRole::Post,
-            "request" => InboundRole::Request,
-            "join" => InboundRole::Join,
-            "leave" => InboundRole::Leave,
-            "owner" => InboundRole::Owner,
-            "bounces" => InboundRole::Bounces { token },
-            _ => return None,
-        })
-    }
-}
-
-/// A stored message.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InboundMessage {
-    pub id: InboundId,
-    pub list_id: ListId,
-    pub role: InboundRole,
-    pub recipient: String,
-    pub envelope_from: Option<String>,
-    pub raw: Vec<u8>,
-    pub received_at: Timestamp,
-    pub state: InboundState,
-    pub outcome: Option<String>,
-}
-
-/// `Received` until processed; then `Done` with its outcome.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum InboundState {
-    Received,
-    Done,
-}
-
-impl InboundState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            InboundState::Received => "received",
-            InboundState::Done => "done",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "received" => Some(InboundState::Received),
-            "done" => Some(InboundState::Done),
-            _ => None,
-        }
-    }
-}
-
-id_type!(
-    /// A post held for moderation.
-    HeldId
-);
-
-/// Why a post waits for a moderator (the wire names of `decisions.md`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum HoldReason {
-    /// `members` policy, and the poster is not an active member.
-    NotMember,
-    /// `moderated` policy: every post.
-    Moderated,
-    /// `owners` policy, and the poster is neither owner nor moderator.
-    OwnersOnly,
-    /// The list's sending is suspended.
-    Suspended,
-    /// The list is archived.
-    Archived,
-    /// Over `max_message_kb`, fetched from a mailbox (LMTP refuses it instead).
-    TooLarge,
-}
-
-impl HoldReason {
-    pub const ALL: &'static [HoldReason] = &[
-        HoldReason::NotMember,
-        HoldReason::Moderated,
-        HoldReason::OwnersOnly,
-        HoldReason::Suspended,
-        HoldReason::Archived,
-        HoldReason::TooLarge,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HoldReason::NotMember => "not_member",
-            HoldReason::Moderated => "moderated",
-            HoldReason::OwnersOnly => "owners_only",
-            HoldReason::Suspended => "suspended",
-            HoldReason::Archived => "archived",
-            HoldReason::TooLarge => "too_large",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.iter().copied().find(|r| r.as_str() == s)
-    }
-}
-
-/// A held post as stored.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HeldPost {
-    pub id: HeldId,
-    pub list_id: ListId,
-    pub inbound_id: Option<InboundId>,
-    /// The whole message (empty in listings).
-    pub raw: Vec<u8>,
-    pub envelope_from: Option<String>,
-    pub from: Option<String>,
-    pub subject: Option<String>,
-    pub message_id: Option<String>,
-    pub received_at: Timestamp,
-    pub reason: HoldReason,
-    pub size: u64,
 }
 
 /// One header field of a received message: its name (mail-parser's spelling for the fields it

@@ -3,10 +3,9 @@
 //! queue of copies, and webhooks with their queue of deliveries.
 
 use super::model::{
-    Consent, Copy, CopyCounts, CopyId, CopyState, CredentialKind, Delivery, DeliveryId, DeliveryMode, DeliveryState,
-    Domain, DomainId, DomainStatus, DomainVisibility, HeldId, HeldPost, HoldReason, InboundId, InboundMessage,
-    InboundRole, ListId, ListVisibility, MailCredential, MailingList, Member, MemberFilter, MemberId, MemberStatus,
-    NewMember, SendId, SendRecord, SendState, StatusCounts, Webhook, WebhookId,
+    Consent, HeldId, Copy, CopyCounts, CopyId, CopyState, CredentialKind, Delivery, DeliveryId, DeliveryMode, DeliveryState,
+    Domain, DomainId, DomainStatus, DomainVisibility, ListId, ListVisibility, MailCredential, MailingList, Member,
+    MemberFilter, MemberId, MemberStatus, NewMember, SendId, SendRecord, SendState, StatusCounts, Webhook, WebhookId,
 };
 use crate::kernel::{DomainName, EmailAddress, Event, EventId, Timestamp};
 use crate::kernel::{Page, Paged};
@@ -20,7 +19,7 @@ pub trait Tx:
     + SendRepo
     + WebhookRepo
     + MeRepo
-    + InboundRepo
+    + InboxRepo
     + ModerationRepo
     + CredentialRepo
     + BounceRepo
@@ -393,7 +392,7 @@ pub trait CredentialRepo {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewInbound<'a> {
     pub list_id: ListId,
-    pub role: &'a InboundRole,
+    pub role: &'a super::model::Role,
     pub recipient: &'a str,
     /// `None` for the null reverse-path `<>`.
     pub envelope_from: Option<&'a str>,
@@ -404,33 +403,49 @@ pub struct NewInbound<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewHeldPost<'a> {
     pub list_id: ListId,
-    pub inbound_id: Option<InboundId>,
+    pub inbound_id: Option<super::model::InboundId>,
     pub raw: &'a [u8],
     pub envelope_from: Option<&'a str>,
     pub from: Option<&'a str>,
     pub subject: Option<&'a str>,
     pub message_id: Option<&'a str>,
-    pub reason: HoldReason,
+    pub reason: super::model::HoldReason,
 }
 
 /// Messages received by mail (the inbound store) and the posts held for moderation.
-pub trait InboundRepo {
-    fn insert_inbound(&mut self, m: &NewInbound<'_>, now: Timestamp) -> Result<InboundId, StoreError>;
-    fn inbound_by_id(&mut self, id: InboundId) -> Result<Option<InboundMessage>, StoreError>;
+pub trait InboxRepo {
+    fn insert_inbound(&mut self, m: &NewInbound<'_>, now: Timestamp) -> Result<super::model::InboundId, StoreError>;
+    fn inbound_by_id(
+        &mut self,
+        id: super::model::InboundId,
+    ) -> Result<Option<super::model::InboundMessage>, StoreError>;
     /// Up to `limit` messages still `received` with an id above `after`, in id order.
-    fn inbound_waiting(&mut self, after: Option<InboundId>, limit: u32) -> Result<Vec<InboundId>, StoreError>;
+    fn inbound_waiting(
+        &mut self,
+        after: Option<super::model::InboundId>,
+        limit: u32,
+    ) -> Result<Vec<super::model::InboundId>, StoreError>;
     /// Marks a `received` message `done` with its outcome; `false` when it was not `received`
     /// any more (another process handled it: the caller undoes what it did).
-    fn finish_inbound(&mut self, id: InboundId, outcome: &str, now: Timestamp) -> Result<bool, StoreError>;
+    fn finish_inbound(
+        &mut self,
+        id: super::model::InboundId,
+        outcome: &str,
+        now: Timestamp,
+    ) -> Result<bool, StoreError>;
     /// Whether a post with this Message-ID was posted to (or held for) the list after `since`.
     fn message_id_seen(&mut self, list: ListId, message_id: &str, since: Timestamp) -> Result<bool, StoreError>;
 
-    fn insert_held(&mut self, h: &NewHeldPost<'_>, now: Timestamp) -> Result<HeldId, StoreError>;
-    fn held_by_id(&mut self, list: ListId, id: HeldId) -> Result<Option<HeldPost>, StoreError>;
+    fn insert_held(&mut self, h: &NewHeldPost<'_>, now: Timestamp) -> Result<super::model::HeldId, StoreError>;
+    fn held_by_id(
+        &mut self,
+        list: ListId,
+        id: super::model::HeldId,
+    ) -> Result<Option<super::model::HeldPost>, StoreError>;
     /// The list's held posts, oldest first (the raw message left out: `raw` is empty).
-    fn held_posts(&mut self, list: ListId, page: Page) -> Result<Paged<HeldPost>, StoreError>;
+    fn held_posts(&mut self, list: ListId, page: Page) -> Result<Paged<super::model::HeldPost>, StoreError>;
     /// Deletes a held post; `false` when it was already gone (decided by someone else).
-    fn delete_held(&mut self, list: ListId, id: HeldId) -> Result<bool, StoreError>;
+    fn delete_held(&mut self, list: ListId, id: super::model::HeldId) -> Result<bool, StoreError>;
 }
 
 /// A bounce to record.

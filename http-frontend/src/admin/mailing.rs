@@ -434,7 +434,6 @@ async fn list_page(State(state): State<AppState>, a: Admin, Path((domain, list))
                     (options("posting_policy", a.t("Posting policy", "Politique de publication"), &PostingPolicy::names(), Some(pol.posting_policy.as_str()), None))
                     (options("reply_to", a.t("Replies go to", "Les réponses vont à"), &ReplyTo::names(), Some(pol.reply_to.as_str()), None))
                     (options("digest_frequency", a.t("Digest frequency", "Fréquence des résumés"), &DigestFrequency::names(), Some(pol.digest_frequency.as_str()), None))
-                    (options("dmarc_mitigation", a.t("Posters whose domain refuses forwarding (DMARC)", "Auteurs dont le domaine refuse le relais (DMARC)"), &DmarcMitigation::names(), Some(pol.dmarc_mitigation.as_str()), None))
                     (text_field("subject_tag", a.t("Subject tag", "Préfixe du sujet"), pol.subject_tag.as_deref().unwrap_or(""), "text", false))
                     label for="footer_text" { (a.t("Footer (text)", "Pied de message (texte)")) }
                     textarea id="footer_text" name="footer_text" rows="3" { (pol.footer_text.as_deref().unwrap_or("")) }
@@ -442,7 +441,8 @@ async fn list_page(State(state): State<AppState>, a: Admin, Path((domain, list))
                     textarea id="footer_html" name="footer_html" rows="3" { (pol.footer_html.as_deref().unwrap_or("")) }
                     (text_field("bounce_disable_score", a.t("Bounce score that stops delivery", "Score de rejets qui suspend l'envoi"), &pol.bounce_disable_score.to_string(), "number", true))
                     (text_field("max_message_kb", a.t("Largest message (KiB)", "Message le plus grand (Kio)"), &pol.max_message_kb.to_string(), "number", true))
-                    (text_field("held_days", a.t("Days a held post waits for a moderator", "Jours d'attente d'un message retenu"), &pol.held_days.to_string(), "number", true))
+                    (text_field("held_days", a.t("Days a held post waits before it expires", "Jours qu'un message retenu attend avant d'expirer"), &pol.held_days.to_string(), "number", true))
+                    (options("dmarc_mitigation", a.t("DMARC mitigation", "Atténuation DMARC"), &DmarcMitigation::names(), Some(pol.dmarc_mitigation.as_str()), None))
                     button type="submit" { (a.t("Save", "Enregistrer")) }
                 }
             }

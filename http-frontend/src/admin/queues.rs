@@ -1,4 +1,5 @@
-//! A list's moderation queue (subscriptions waiting for a moderator: approve, reject) and its
+//! A list's moderation queues (subscriptions waiting for a moderator: approve, reject; held posts
+//! with their text: approve, reject, discard) and its
 //! mail-account credentials (set, test with the provider's answer, last error, delete). Each
 //! calls the core operation the API handler of the same route calls.
 
@@ -14,7 +15,8 @@ use courrier_core::kernel::{Code, DomainName, ListName, Page};
 use courrier_core::mailing::accounts::Security;
 use courrier_core::mailing::credentials::{self, CredentialKind, CredentialRequest};
 use courrier_core::mailing::model::MemberId;
-use courrier_core::mailing::moderation::{self, Decision};
+use courrier_core::mailing::moderation::{self, Decision, MessageDecision};
+use courrier_core::mailing::posts::HeldId;
 use maud::html;
 
 const ITEM: &[Param] = &[
@@ -35,6 +37,14 @@ pub static ROUTES: &[Route] = &[
         "Approve a subscription", ITEM, FORM_LIMIT, approve),
     admin_route!(POST "/admin/domains/{domain}/lists/{list}/moderation/{id}/reject", "adminReject",
         "Reject a subscription", ITEM, FORM_LIMIT, reject),
+    admin_route!(GET "/admin/domains/{domain}/lists/{list}/moderation/messages/{id}", "adminHeldMessage",
+        "A held post: its header fields and text", ITEM, FORM_LIMIT, held_page),
+    admin_route!(POST "/admin/domains/{domain}/lists/{list}/moderation/messages/{id}/approve", "adminHeldApprove",
+        "Approve a held post: posted to the list", ITEM, FORM_LIMIT, held_approve),
+    admin_route!(POST "/admin/domains/{domain}/lists/{list}/moderation/messages/{id}/reject", "adminHeldReject",
+        "Reject a held post: the poster is told", ITEM, FORM_LIMIT, held_reject),
+    admin_route!(POST "/admin/domains/{domain}/lists/{list}/moderation/messages/{id}/discard", "adminHeldDiscard",
+        "Discard a held post: nobody is told", ITEM, FORM_LIMIT, held_discard),
     admin_route!(GET "/admin/domains/{domain}/lists/{list}/credentials", "adminCredentials",
         "The list's mail accounts: set, test, last error", LIST, FORM_LIMIT, credentials_page),
     admin_route!(POST "/admin/domains/{domain}/lists/{list}/credentials/{kind}", "adminCredentialSet",
@@ -81,7 +91,13 @@ async fn moderation_page(
         Err(e) => return a.failure(e, &here),
     };
     let (app, p, ctx) = (state.mailing.clone(), a.p.clone(), a.ctx.clone());
-    let waiting = core!(a, here, moderation::subscriptions(&app, &p, &ctx, &d, &l, Page::first(Page::MAX_LIMIT))?);
+    let (waiting, held) = core!(a, here, {
+        let first = Page::first(Page::MAX_LIMIT);
+        (
+            moderation::subscriptions(&app, &p, &ctx, &d, &l, first)?,
+            moderation::messages(&app, &p, &ctx, &d, &l, first)?,
+        )
+    });
     a.page(
         Section::Domains,
         &format!("{} · {}@{}", a.t("Moderation", "Modération"), list, domain),
@@ -103,7 +119,20 @@ async fn moderation_page(
                     }
                 }
             } } }
-            p class="note" { (a.t("Held posts are decided by mail for now.", "Les messages retenus se décident par mail pour l'instant.")) }
+            h2 { (a.t("Held posts", "Messages retenus")) " (" (held.total) ")" }
+            @if held.items.is_empty() { (note(a.t("No post is held.", "Aucun message n'est retenu."))) }
+            @else {
+                table {
+                    thead { tr {
+                        th scope="col" { (a.t("Subject", "Sujet")) } th scope="col" { (a.t("From", "De")) }
+                        th scope="col" { (a.t("Why", "Pourquoi")) } th scope="col" { (a.t("Received", "Reçu")) }
+                    } }
+                    tbody { @for h in &held.items { tr {
+                        td { a href=(format!("{here}/moderation/messages/{}", h.id.get())) { (h.subject.as_deref().filter(|s| !s.is_empty()).unwrap_or("—")) } }
+                        td { (h.from.as_deref().unwrap_or("—")) } td { (h.reason.as_str()) } td { (h.received_at.to_rfc3339()) }
+                    } } }
+                }
+            }
         },
     )
 }
@@ -139,6 +168,101 @@ async fn reject(
     Posted(a, _): Posted,
 ) -> Response {
     decide(s, a, d, l, id, Decision::Reject).await
+}
+
+fn held_id(raw: &str) -> Result<HeldId, ApiError> {
+    HeldId::parse(raw).map_err(|_| ApiError::new(Code::NotFound, "held message not found"))
+}
+
+async fn held_page(
+    State(state): State<AppState>,
+    a: Admin,
+    Path((domain, list, id)): Path<(String, String, String)>,
+) -> Response {
+    let queue = format!("{}/moderation", list_path(&domain, &list));
+    let parsed = (|| Ok::<_, ApiError>((names(&domain, &list)?, held_id(&id)?)))();
+    let ((d, l), id) = match parsed {
+        Ok(v) => v,
+        Err(e) => return a.failure(e, &queue),
+    };
+    let (app, p, ctx) = (state.mailing.clone(), a.p.clone(), a.ctx.clone());
+    let m = core!(a, queue, moderation::message(&app, &p, &ctx, &d, &l, id)?);
+    let here = format!("{queue}/messages/{}", id.get());
+    a.page(
+        Section::Domains,
+        &format!("{} · {}", a.t("Held post", "Message retenu"), m.post.subject.as_deref().unwrap_or("—")),
+        html! {
+            p { a href=(queue) { (a.t("Back to the queue", "Retour à la file")) } }
+            dl {
+                dt { (a.t("Why it is held", "Pourquoi il est retenu")) } dd { (m.post.reason.as_str()) }
+                dt { (a.t("Received", "Reçu")) } dd { (m.post.received_at.to_rfc3339()) }
+                @for (name, value) in m.headers.iter().filter(|(n, _)| ["from", "to", "cc", "subject", "date"].contains(&n.to_ascii_lowercase().as_str())) {
+                    dt { (name) } dd { (value) }
+                }
+            }
+            h2 { (a.t("Text", "Texte")) }
+            pre { (m.text.as_deref().unwrap_or("")) }
+            div class="row" {
+                form method="post" action=(format!("{here}/approve")) {
+                    (a.csrf_field())
+                    button type="submit" { (a.t("Approve: post it", "Accepter : le diffuser")) }
+                }
+                form method="post" action=(format!("{here}/discard")) data-confirm=(a.t("Discard it?", "L'écarter ?")) {
+                    (a.csrf_field())
+                    button type="submit" class="secondary" { (a.t("Discard (nobody is told)", "Écarter (personne n'est prévenu)")) }
+                }
+            }
+            form method="post" action=(format!("{here}/reject")) {
+                (a.csrf_field())
+                label for="reason" { (a.t("Reason told to the poster (optional)", "Raison donnée à l'auteur (facultative)")) }
+                input id="reason" name="reason" type="text" maxlength="1000";
+                button type="submit" class="danger" { (a.t("Reject", "Refuser")) }
+            }
+        },
+    )
+}
+
+async fn decide_held(
+    state: AppState,
+    a: Admin,
+    domain: String,
+    list: String,
+    id: String,
+    decision: MessageDecision,
+) -> Response {
+    let queue = format!("{}/moderation", list_path(&domain, &list));
+    let parsed = (|| Ok::<_, ApiError>((names(&domain, &list)?, held_id(&id)?)))();
+    let ((d, l), id) = match parsed {
+        Ok(v) => v,
+        Err(e) => return a.failure(e, &queue),
+    };
+    let (app, p, ctx) = (state.mailing.clone(), a.p.clone(), a.ctx.clone());
+    core!(a, queue, moderation::decide_message(&app, &p, &ctx, &d, &l, id, decision)?);
+    see_other_to(&queue)
+}
+
+async fn held_approve(
+    State(s): State<AppState>,
+    Path((d, l, id)): Path<(String, String, String)>,
+    Posted(a, _): Posted,
+) -> Response {
+    decide_held(s, a, d, l, id, MessageDecision::Approve).await
+}
+
+async fn held_reject(
+    State(s): State<AppState>,
+    Path((d, l, id)): Path<(String, String, String)>,
+    Posted(a, f): Posted,
+) -> Response {
+    decide_held(s, a, d, l, id, MessageDecision::Reject(f.get("reason"))).await
+}
+
+async fn held_discard(
+    State(s): State<AppState>,
+    Path((d, l, id)): Path<(String, String, String)>,
+    Posted(a, _): Posted,
+) -> Response {
+    decide_held(s, a, d, l, id, MessageDecision::Discard).await
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ use super::{SqliteTx, map_err, paged};
 use crate::kernel::{Page, Paged, Timestamp};
 use crate::mailing::inbound::{InboundId, InboundMessage, InboundState, Role};
 use crate::mailing::model::ListId;
-use crate::mailing::ports::{InboundRepo, NewHeldPost, NewInbound};
+use crate::mailing::ports::{InboxRepo, NewHeldPost, NewInbound};
 use crate::mailing::posts::{HeldId, HeldPost, HoldReason};
 use crate::storage::StoreError;
 use rusqlite::types::Value;
@@ -53,7 +53,7 @@ fn held_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<HeldPost> {
     })
 }
 
-impl InboundRepo for SqliteTx {
+impl InboxRepo for SqliteTx {
     fn insert_inbound(&mut self, m: &NewInbound<'_>, now: Timestamp) -> Result<InboundId, StoreError> {
         let token = match m.role {
             Role::Bounces { token } => token.as_deref(),
