@@ -3,6 +3,7 @@
 
 mod admin;
 pub mod config;
+mod credentials;
 pub mod error;
 mod members;
 mod moderation;
@@ -74,6 +75,9 @@ pub enum Command {
     /// discard).
     #[command(subcommand)]
     Moderation(moderation::ModerationCommand),
+    /// Mail accounts of a list (IMAP ingest, SMTP submission): set, list, delete, test.
+    #[command(subcommand)]
+    Credential(credentials::CredentialCommand),
     /// Webhooks: create, list, delete, test.
     #[command(subcommand)]
     Webhook(sends::WebhookCommand),
@@ -110,7 +114,10 @@ pub enum Command {
 const AREAS: &[(&str, &[&str])] = &[
     ("Server", &["serve", "worker", "version"]),
     ("Accounts and access", &["user", "role", "create-api-key", "apikey", "audit"]),
-    ("Mailing lists", &["domain", "list", "member", "members", "send", "moderation", "webhook", "digests"]),
+    (
+        "Mailing lists",
+        &["domain", "list", "member", "members", "send", "moderation", "credential", "webhook", "digests"],
+    ),
     ("OCR service", &["maintenance", "ocr"]),
     ("Shell", &["completions", "man", "help"]),
 ];
@@ -268,6 +275,7 @@ fn execute(cli: Cli) -> Result<(), CliError> {
         Command::Members(cmd) => members::members(&config, cmd, cli.json),
         Command::Send(cmd) => sends::send(&config, cmd, cli.json),
         Command::Moderation(cmd) => moderation::moderation(&config, cmd, cli.json),
+        Command::Credential(cmd) => credentials::credential(&config, cmd, cli.json),
         Command::Webhook(cmd) => sends::webhook(&config, cmd, cli.json),
         Command::Digests(cmd) => members::digests(&config, cmd, cli.json),
         Command::Maintenance { state } => ocr::maintenance(&config, state, cli.json),

@@ -393,3 +393,101 @@ fn a_post_appended_to_the_ingest_mailbox_reaches_the_members_and_leaves_the_mail
     assert!(copies.iter().all(|m| m.contains("Hello from the mailbox.")));
     assert!(listed(&w, "ingest")["last_error"].is_null(), "{}", listed(&w, "ingest"));
 }
+
+/// `courrier credential set|list|test|delete` on the server's own data directory: the password
+/// comes from standard input and is never printed; what the command line does, the API shows.
+#[test]
+fn the_command_line_sets_lists_tests_and_deletes_an_account_without_printing_its_password() {
+    let sub = Submission::start(&python(), Mode::Tls).unwrap();
+    let w = world(&[&sub.ca.ca_pem], true);
+    // The same keyring as the server's (`files` writes the same keys), so either opens what the
+    // other sealed.
+    let (_dir, ring, bundle) = files(&[&sub.ca.ca_pem]);
+    let env = [
+        ("COURRIER_KEYRING", ring.as_str()),
+        ("COURRIER_EGRESS_ALLOW", "127.0.0.0/8"),
+        ("COURRIER_EXTRA_CA", bundle.as_str()),
+    ];
+    let port = sub.port.to_string();
+    let cli = |args: &[&str], stdin: Option<&str>| {
+        let all: Vec<&str> = ["--json", "credential"].into_iter().chain(args.iter().copied()).collect();
+        courrier_tests::harness::run_cli_in(w.app.dir.path(), &all, &env, stdin)
+    };
+    let set = |password: &str| {
+        cli(
+            &[
+                "set",
+                "--domain",
+                "example.org",
+                "--list",
+                "news",
+                "submission",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                &port,
+                "--security",
+                "tls",
+                "--username",
+                USER,
+            ],
+            Some(password),
+        )
+    };
+    let on_news = ["--domain", "example.org", "--list", "news", "submission"];
+
+    // Refusals first: nothing is stored by them.
+    let (st, out, err) = cli(
+        &[
+            "set",
+            "--domain",
+            "example.org",
+            "--list",
+            "news",
+            "outbox",
+            "--host",
+            "h",
+            "--port",
+            "1",
+            "--username",
+            "u",
+        ],
+        Some("pw"),
+    );
+    assert!(!st.success() && err.contains("ingest, submission"), "{out}{err}");
+    let (st, _, err) = set("");
+    assert!(!st.success() && err.contains("standard input"), "{err}");
+    let (st, _, err) = cli(&["test", "--domain", "example.org", "--list", "news", "submission"], None);
+    assert_eq!(st.code(), Some(3), "no account yet: not found; {err}");
+    assert!(listed(&w, "submission").is_null());
+
+    // A wrong password: stored, and its test fails with the provider's words, recorded.
+    let (st, out, err) = set("not the password\n");
+    assert!(st.success(), "{out}{err}");
+    assert!(!out.contains("not the password") && !err.contains("not the password"), "{out}{err}");
+    let (st, _, err) = cli(&[&["test"][..], &on_news[..]].concat(), None);
+    assert!(!st.success(), "a refused login fails the command: {err}");
+    assert!(listed(&w, "submission")["last_error"].is_string(), "the refusal is recorded");
+
+    // The right one: the test opens a real authenticated session with the server.
+    let (st, out, err) = set(&format!("{PASSWORD}\n"));
+    assert!(st.success(), "{out}{err}");
+    assert!(!out.contains(PASSWORD) && !err.contains(PASSWORD), "{out}{err}");
+    let (st, out, err) = cli(&[&["test"][..], &on_news[..]].concat(), None);
+    assert!(st.success(), "{out}{err}\n{}", sub.log());
+    assert_eq!(serde_json::from_str::<Value>(&out).unwrap(), json!({ "ok": true }));
+    assert!(listed(&w, "submission")["last_ok_at"].is_string());
+
+    let (st, out, _) = cli(&["list", "--domain", "example.org", "--list", "news"], None);
+    assert!(st.success());
+    assert!(!out.contains(PASSWORD), "{out}");
+    let doc: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(doc["data"][0]["kind"], "submission");
+    assert_eq!(doc["data"][0]["username"], USER);
+
+    let (st, _, err) = cli(&[&["delete"][..], &on_news[..]].concat(), None);
+    assert!(st.success(), "{err}");
+    assert!(listed(&w, "submission").is_null(), "gone for the API too");
+    let (st, _, _) = cli(&[&["delete"][..], &on_news[..]].concat(), None);
+    assert_eq!(st.code(), Some(3), "deleting it again: not found");
+}
