@@ -3,9 +3,10 @@
 //! queue of copies, and webhooks with their queue of deliveries.
 
 use super::model::{
-    Consent, HeldId, Copy, CopyCounts, CopyId, CopyState, CredentialKind, Delivery, DeliveryId, DeliveryMode, DeliveryState,
-    Domain, DomainId, DomainStatus, DomainVisibility, ListId, ListVisibility, MailCredential, MailingList, Member,
-    MemberFilter, MemberId, MemberStatus, NewMember, SendId, SendRecord, SendState, StatusCounts, Webhook, WebhookId,
+    Consent, Copy, CopyCounts, CopyId, CopyState, CredentialKind, Delivery, DeliveryId, DeliveryMode, DeliveryState,
+    Domain, DomainId, DomainStatus, DomainVisibility, HeldId, ListId, ListVisibility, MailCredential, MailingList,
+    Member, MemberFilter, MemberId, MemberStatus, NewMember, SendId, SendRecord, SendState, StatusCounts, Webhook,
+    WebhookId,
 };
 use crate::kernel::{DomainName, EmailAddress, Event, EventId, Timestamp};
 use crate::kernel::{Page, Paged};

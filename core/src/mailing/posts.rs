@@ -6,7 +6,7 @@
 use super::bounces::MimeReader;
 use super::inbound::{self, InboundId, InboundMessage};
 pub use super::model::{HeldId, HeldPost, HoldReason};
-use super::model::{ListId, ListStatus, ReadMail, MailingList, MemberStatus, PostingPolicy, SendKind};
+use super::model::{ListId, ListStatus, MailingList, MemberStatus, PostingPolicy, ReadMail, SendKind};
 use super::ports::{NewHeldPost, NewSend, Tx};
 use super::sends::{self, Submitted};
 use super::{MailingError, Service, lists};
