@@ -327,6 +327,24 @@ fn dkimpy_verifies(message: &str, record: &str) -> bool {
     String::from_utf8_lossy(&out.stdout).trim() == "ok"
 }
 
+/// The leaf MIME parts of a message as Python's `email` package reads them (`tests/peers/mime_parts.py`).
+fn mime_parts(message: &str) -> Vec<Value> {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), message).unwrap();
+    let script = courrier_tests::harness::workspace_root().join("tests/peers/mime_parts.py");
+    let out = std::process::Command::new(courrier_tests::harness::venv_python("email"))
+        .arg(&script)
+        .arg(file.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice::<Vec<Value>>(&out.stdout).unwrap()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 const WITH_ATTACHMENT: &str = "From: =?utf-8?q?Ann=C3=A9e?= <ann@example.net>\r\nTo: news@example.org\r\n\
 Subject: Re: [news] Minutes\r\nMessage-ID: <att1@example.net>\r\nDate: Thu, 26 Nov 2026 09:00:00 +0000\r\n\
 MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=\"BB\"\r\n\r\n\
@@ -361,12 +379,16 @@ fn a_post_with_attachments_reaches_members_with_its_parts_tag_footer_and_a_signa
     assert!(header(copy, "List-Unsubscribe").is_some_and(|v| v.contains("https://lists.example.org/p/unsubscribe/")));
     assert!(copy.contains("minutes.pdf") && copy.contains("dot.png"), "{copy}");
     // The parts survive: decoded, each attachment has its bytes.
-    let parsed = mail_parser::MessageParser::default().parse(copy.as_bytes()).unwrap();
-    let pdf = parsed.attachments().find(|a| mail_parser::MimeHeaders::attachment_name(*a) == Some("minutes.pdf"));
-    assert!(pdf.unwrap().contents().starts_with(b"%PDF-1.4"), "the PDF's bytes");
-    let png = parsed.parts.iter().find(|p| mail_parser::MimeHeaders::content_id(*p) == Some("dot@x")).unwrap();
-    assert!(png.contents().starts_with(b"\x89PNG"), "the inline image with its Content-ID");
-    let text: String = parsed.text_bodies().filter_map(|p| p.text_contents()).collect();
+    let parts = mime_parts(copy);
+    let pdf = parts.iter().find(|p| p["filename"] == "minutes.pdf" && p["disposition"] == "attachment");
+    assert!(pdf.unwrap()["hex"].as_str().unwrap().starts_with(&hex(b"%PDF-1.4")), "the PDF's bytes");
+    let png = parts.iter().find(|p| p["content_id"] == "dot@x").unwrap();
+    assert!(png["hex"].as_str().unwrap().starts_with(&hex(b"\x89PNG")), "the inline image with its Content-ID");
+    let text: String = parts
+        .iter()
+        .filter(|p| p["content_type"] == "text/plain" && p["disposition"] != "attachment")
+        .filter_map(|p| p["text"].as_str())
+        .collect();
     assert!(text.contains("café at noon") && text.contains("Leave: see List-Unsubscribe."), "{text}");
     let sig = header(copy, "DKIM-Signature").expect("signed");
     assert!(sig.contains("d=example.org") && sig.contains("s=s2026"), "{sig}");

@@ -94,16 +94,9 @@ fn only_core_adapters_import_adapter_libraries() {
                 // same database file as their baseline: measuring instruments, not product code.
                 // bench-webhooks' HTTPS receiver is a rustls server of its own.
                 let bench_instrument = dir == "benches/src" && (lib == "ureq" || lib == "rusqlite" || lib == "rustls");
-                // Mail in (issue 20): the post's summary (`posts.rs`) and its copies (`compose.rs`)
-                // are read and built with mail-parser and mail-builder, pure format libraries that
-                // reach nothing; a port for them is an open decision (see the issue's report).
-                let mail_format = (lib == "mail_parser" || lib == "mail_builder")
-                    && (file.ends_with("core/src/mailing/posts.rs") || file.ends_with("core/src/mailing/compose.rs"))
-                    // The tests read the copies the sink received.
-                    || lib == "mail_parser" && dir == "tests/src";
                 let used = code.contains(&format!("{lib}::")) || code.contains(&format!("use {lib}"));
                 assert!(
-                    !used || tests_client || bench_instrument || mail_format,
+                    !used || tests_client || bench_instrument,
                     "{} uses {lib}: only core/src/adapters/ may",
                     rel(&file)
                 );

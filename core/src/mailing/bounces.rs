@@ -12,6 +12,7 @@ use super::MailingError;
 use super::Service;
 use super::lists;
 use super::model::{BounceSource, CopyId, ListId, MailingList, Member, MemberId, MemberStatus, Permanence};
+use super::model::{HeaderField, PostCopySpec, ReadMail, RebuiltPost};
 use super::ports::{NewBounce, Tx};
 use super::state::{self, MemberState, Trigger};
 use super::views;
@@ -20,10 +21,23 @@ use crate::storage::{StoreError, in_read, in_write};
 use recognise::{Parsed, Verdict};
 use serde_json::json;
 
-/// Reads a received message into its parts (mail-parser, in `adapters/mime.rs`).
+/// The MIME port (mail-parser and mail-builder, in `adapters/mime.rs`): reads received messages
+/// for bounces, posts, requests and moderation, and rebuilds a post for its copies. The rules
+/// work on what it gives; no rule parses or writes MIME itself.
 pub trait MimeReader: Send + Sync {
-    /// `None` when the bytes hold no message at all.
+    /// A message flattened into its parts, for bounce recognition. `None` when the bytes hold
+    /// no message at all.
     fn read(&self, raw: &[u8]) -> Option<Parsed>;
+    /// A post or request as the rules read it. `None` when the bytes hold no message at all.
+    fn read_mail(&self, raw: &[u8]) -> Option<ReadMail>;
+    /// The header fields only (empty when there are none).
+    fn header_fields(&self, raw: &[u8]) -> Vec<HeaderField>;
+    /// The first text part's text (else the first HTML part's), whole.
+    fn first_text(&self, raw: &[u8]) -> Option<String>;
+    /// The post rebuilt for its copies as `spec` says: its MIME structure and attachments kept,
+    /// the footer added, `From`, `To`, `Cc`, `Subject`, `Date`, `Message-ID`, `In-Reply-To`,
+    /// `References` and `Reply-To` written. `None` when the post does not parse.
+    fn rebuild_post(&self, raw: &[u8], spec: &PostCopySpec<'_>) -> Option<RebuiltPost>;
 }
 
 pub const REENABLE: &str = "reenable";

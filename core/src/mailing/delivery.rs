@@ -135,10 +135,10 @@ pub fn run_once(app: &Service, cfg: &DeliveryConfig) -> Result<Round, MailingErr
         .filter_map(|(id, raw)| {
             let send = sends.get(id)?;
             let list = lists.get(&send.list_id.get())?;
-            let poster = super::posts::summarize(raw, None).from;
+            let poster = super::posts::summarize(&*app.mime, raw, None).from;
             let domain = poster.as_ref().map(|a| a.domain().as_str());
             let from = super::dmarc::from_handling(&app.mail_in.dmarc, &*app.egress.dns, list, domain, now);
-            Some((*id, compose::post_template(list, send, raw, from, now)?))
+            Some((*id, compose::post_template(&*app.mime, list, send, raw, from, now)?))
         })
         .collect();
     round.claimed = prepared.len() as u64;

@@ -636,3 +636,72 @@ pub struct MailCredential {
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
+
+/// One header field of a received message: its name (mail-parser's spelling for the fields it
+/// knows) and its value as written (folded, not decoded).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeaderField {
+    pub name: String,
+    pub value: String,
+}
+
+/// A received message as the mailing rules read it, decoded by the MIME port
+/// (`bounces::MimeReader`, mail-parser in `adapters/mime.rs`): nothing cleaned or bounded yet.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ReadMail {
+    /// The first `From` mailbox: its address and display name, decoded.
+    pub from_address: Option<String>,
+    pub from_name: Option<String>,
+    /// The decoded subject.
+    pub subject: Option<String>,
+    /// Without angle brackets.
+    pub message_id: Option<String>,
+    /// The first text body (an HTML-only message's made text).
+    pub text: Option<String>,
+    /// The first HTML body, when the message has a `text/html` part.
+    pub html: Option<String>,
+    /// The top-level header fields, in order.
+    pub headers: Vec<HeaderField>,
+    /// The first `Auto-Submitted` and `Precedence` values as written (`None` when absent or not
+    /// UTF-8).
+    pub auto_submitted: Option<String>,
+    pub precedence: Option<String>,
+}
+
+/// What happens to a post's `From` (DMARC mitigation, decided by the delivery worker from the
+/// poster's `_dmarc` policy).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FromHandling {
+    /// The poster's `From` goes out as it came.
+    Keep,
+    /// `"Poster via List" <list address>`, the poster in `Reply-To`: the poster's domain publishes
+    /// `p=reject` or `p=quarantine`, so a copy signed by the list's domain would fail its DMARC.
+    Munge,
+}
+
+/// What the rules decided for the copies of a post; the MIME port rebuilds the post with it.
+#[derive(Debug, Clone, Copy)]
+pub struct PostCopySpec<'a> {
+    /// The list's address (`From` when the post has none or it is munged, `To` when the post has
+    /// none, `Reply-To` for `reply_to: list`) and display name.
+    pub list_address: &'a str,
+    pub list_display_name: &'a str,
+    /// The subject, tagged.
+    pub subject: &'a str,
+    pub message_id: &'a str,
+    /// `Date` when the post has none.
+    pub date: &'a str,
+    /// `Reply-To` is the list (else the post's own `Reply-To`).
+    pub reply_to_list: bool,
+    pub from: FromHandling,
+    pub footer_text: Option<&'a str>,
+    pub footer_html: Option<&'a str>,
+}
+
+/// A post rebuilt for its copies: the header fields from `From` to `Reply-To` (CRLF-ended) and
+/// the body (the post's MIME tree with the footer, its own `Content-Type` first).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RebuiltPost {
+    pub head: Vec<u8>,
+    pub body: Vec<u8>,
+}

@@ -5,7 +5,7 @@
 //! moderators deciding the same item at once, the first decides and the second finds nothing to
 //! decide (404, as for any item already decided). A refusal's audit entry is committed.
 
-use super::model::{ListId, MailingList, Member, MemberId, PendingReason};
+use super::model::{HeaderField, ListId, MailingList, Member, MemberId, PendingReason};
 use super::posts::{self, HeldId, HeldPost};
 use super::sends::Submitted;
 use super::state::{self, MemberState, Trigger};
@@ -16,7 +16,6 @@ use crate::kernel::{Actor, DomainName, EmailAddress, EventName, ListName, NewAud
 use crate::kernel::{Outcome as Audited, RequestId, Timestamp};
 use crate::mailing::ports::Tx;
 use crate::storage::{in_nested, in_read, in_write, in_write_keeping_refusals};
-use mail_parser::MessageParser;
 use serde_json::json;
 
 /// The first text part of a held post is shown up to this many bytes.
@@ -264,18 +263,17 @@ pub fn message(
         let e = MailingError::NotFound("held message");
         return Err(domains::refuse(app, p, ctx, action, &format!("held:{}:{id}", list.address()), e));
     };
-    let headers = header_fields(&post.raw);
-    let text = posts::first_text(&post.raw, MAX_HELD_TEXT);
+    let headers = header_fields(app.mime.header_fields(&post.raw));
+    let text = posts::first_text(&*app.mime, &post.raw, MAX_HELD_TEXT);
     Ok(HeldMessage { post, headers, text })
 }
 
-/// The header fields of a message, unfolded and bounded (mail-parser finds them).
-fn header_fields(raw: &[u8]) -> Vec<(String, String)> {
-    let Some(m) = MessageParser::default().parse_headers(raw) else { return Vec::new() };
+/// The header fields of a message (as the MIME port finds them), unfolded and bounded.
+fn header_fields(fields: Vec<HeaderField>) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = Vec::new();
-    for h in m.headers() {
-        let value = raw.get(h.offset_start() as usize..h.offset_end() as usize).unwrap_or_default();
-        let value: String = String::from_utf8_lossy(value)
+    for h in fields {
+        let value: String = h
+            .value
             .split(['\r', '\n'])
             .map(str::trim)
             .filter(|l| !l.is_empty())
@@ -285,7 +283,7 @@ fn header_fields(raw: &[u8]) -> Vec<(String, String)> {
             .map(|c| if c.is_control() { ' ' } else { c })
             .take(MAX_HEADER_VALUE)
             .collect();
-        let name = h.name().to_owned();
+        let name = h.name;
         let full = out.len() >= MAX_HEADERS;
         match out.iter_mut().find(|(n, _)| n.eq_ignore_ascii_case(&name)) {
             Some((_, v)) if v.len() < MAX_HEADER_VALUE => {
@@ -349,7 +347,7 @@ pub fn decide_message(
                 return Err(MailingError::NotFound("held message"));
             }
             let submitted = match decision {
-                MessageDecision::Approve => Some(posts::publish(tx, &list, &post.raw, p, ctx, now)?),
+                MessageDecision::Approve => Some(posts::publish(&*app.mime, tx, &list, &post.raw, p, ctx, now)?),
                 MessageDecision::Reject(_) | MessageDecision::Discard => None,
             };
             audit_done(tx, p, ctx, now, action, &target)?;

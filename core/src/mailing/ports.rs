@@ -4,8 +4,9 @@
 
 use super::model::{
     Consent, Copy, CopyCounts, CopyId, CopyState, CredentialKind, Delivery, DeliveryId, DeliveryMode, DeliveryState,
-    Domain, DomainId, DomainStatus, DomainVisibility, ListId, ListVisibility, MailCredential, MailingList, Member,
-    MemberFilter, MemberId, MemberStatus, NewMember, SendId, SendRecord, SendState, StatusCounts, Webhook, WebhookId,
+    Domain, DomainId, DomainStatus, DomainVisibility, HeldId, ListId, ListVisibility, MailCredential, MailingList,
+    Member, MemberFilter, MemberId, MemberStatus, NewMember, SendId, SendRecord, SendState, StatusCounts, Webhook,
+    WebhookId,
 };
 use crate::kernel::{DomainName, EmailAddress, Event, EventId, Timestamp};
 use crate::kernel::{Page, Paged};
@@ -358,7 +359,7 @@ pub trait ModerationRepo {
     /// Held posts over the given lists (every list when `None`).
     fn count_held(&mut self, lists: Option<&[ListId]>) -> Result<u64, StoreError>;
     /// Deletes the held posts received more than their list's `held_days` before `now`; which.
-    fn expire_held(&mut self, now: Timestamp) -> Result<Vec<(ListId, super::posts::HeldId)>, StoreError>;
+    fn expire_held(&mut self, now: Timestamp) -> Result<Vec<(ListId, HeldId)>, StoreError>;
     /// The addresses of the active accounts holding the `owner` role on the list, ordered.
     fn list_owners(
         &mut self,

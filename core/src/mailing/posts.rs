@@ -3,9 +3,10 @@
 //! through the same path as `POST .../sends`) and [`hold`] (a held post for a moderator,
 //! `message.held`). Moderation's approve calls [`publish`] too.
 
+use super::bounces::MimeReader;
 use super::inbound::{self, InboundId, InboundMessage};
 pub use super::model::{HeldId, HeldPost, HoldReason};
-use super::model::{ListId, ListStatus, MailingList, MemberStatus, PostingPolicy, SendKind};
+use super::model::{ListId, ListStatus, MailingList, MemberStatus, PostingPolicy, ReadMail, SendKind};
 use super::ports::{NewHeldPost, NewSend, Tx};
 use super::sends::{self, Submitted};
 use super::{MailingError, Service, lists};
@@ -14,7 +15,6 @@ use crate::access::principal::{RequestCtx, audit_done};
 use crate::access::{Principal, model::UserStatus};
 use crate::kernel::{EmailAddress, EventName, Timestamp, secrets};
 use crate::storage::{in_read, in_write};
-use mail_parser::MessageParser;
 use serde_json::json;
 
 /// A Message-ID seen on the list this recently makes a post a duplicate.
@@ -87,11 +87,15 @@ fn bounded(mut s: String) -> String {
     s
 }
 
-/// Reads a post. A message mail-parser cannot read at all is an empty summary (it is then held
-/// or refused by the policy like any other).
-pub fn summarize(raw: &[u8], envelope_from: Option<&str>) -> Summary {
-    let parsed = MessageParser::default().parse(raw);
-    let Some(m) = parsed else {
+/// Reads a post (through the MIME port). A message that cannot be read at all is an empty
+/// summary (it is then held or refused by the policy like any other).
+pub fn summarize(mime: &dyn MimeReader, raw: &[u8], envelope_from: Option<&str>) -> Summary {
+    summary_of(mime.read_mail(raw).as_ref(), envelope_from)
+}
+
+/// The summary of a message read by the MIME port (`None`: it could not be read).
+pub fn summary_of(read: Option<&ReadMail>, envelope_from: Option<&str>) -> Summary {
+    let Some(m) = read else {
         return Summary {
             from: envelope_from.and_then(|e| EmailAddress::parse(e).ok()),
             from_name: None,
@@ -103,31 +107,24 @@ pub fn summarize(raw: &[u8], envelope_from: Option<&str>) -> Summary {
             auto_submitted: None,
         };
     };
-    let first = m.from().and_then(|a| a.first());
-    let from = first.and_then(|a| a.address()).and_then(|a| EmailAddress::parse(a.trim()).ok());
-    let from_name = first.and_then(|a| a.name()).map(|n| clean_line(n, 200)).filter(|n| !n.is_empty());
+    let from = m.from_address.as_deref().and_then(|a| EmailAddress::parse(a.trim()).ok());
+    let from_name = m.from_name.as_deref().map(|n| clean_line(n, 200)).filter(|n| !n.is_empty());
     let from = from.or_else(|| envelope_from.and_then(|e| EmailAddress::parse(e).ok()));
-    let mut loop_marks = Vec::new();
-    for h in m.headers() {
-        let name = h.name();
-        if name.eq_ignore_ascii_case("List-Id") || name.eq_ignore_ascii_case("X-BeenThere") {
-            let raw_value = &raw[h.offset_start() as usize..h.offset_end() as usize];
-            loop_marks.push(String::from_utf8_lossy(raw_value).trim().to_ascii_lowercase());
-        }
-    }
+    let loop_marks = m
+        .headers
+        .iter()
+        .filter(|h| h.name.eq_ignore_ascii_case("List-Id") || h.name.eq_ignore_ascii_case("X-BeenThere"))
+        .map(|h| h.value.trim().to_ascii_lowercase())
+        .collect();
     let auto_submitted =
-        m.header_raw("Auto-Submitted").map(|v| v.split(';').next().unwrap_or("").trim().to_ascii_lowercase());
-    let text = m.body_text(0).map(|t| bounded(t.into_owned()));
-    let html = if m.html_body_count() > 0 && m.html_part(0).is_some_and(|p| p.is_text_html()) {
-        m.body_html(0).map(|t| bounded(t.into_owned()))
-    } else {
-        None
-    };
+        m.auto_submitted.as_deref().map(|v| v.split(';').next().unwrap_or("").trim().to_ascii_lowercase());
+    let text = m.text.clone().map(bounded);
+    let html = m.html.clone().map(bounded);
     Summary {
         from,
         from_name,
-        subject: clean_line(m.subject().unwrap_or(""), sends::MAX_SUBJECT),
-        message_id: m.message_id().map(|id| clean_line(id, 250)).filter(|id| !id.is_empty()),
+        subject: clean_line(m.subject.as_deref().unwrap_or(""), sends::MAX_SUBJECT),
+        message_id: m.message_id.as_deref().map(|id| clean_line(id, 250)).filter(|id| !id.is_empty()),
         text: text.filter(|t| !t.trim().is_empty()),
         html: html.filter(|t| !t.trim().is_empty()),
         loop_marks,
@@ -200,12 +197,12 @@ fn standing(tx: &mut dyn Tx, list: &MailingList, from: Option<&EmailAddress>) ->
 /// Processes a stored post: dropped, held or posted, recorded with the inbound message's outcome
 /// in one transaction. `None` when another process had already processed it.
 pub fn accept(app: &Service, m: &InboundMessage) -> Result<Option<Outcome>, MailingError> {
-    let summary = summarize(&m.raw, m.envelope_from.as_deref());
+    let summary = summarize(&*app.mime, &m.raw, m.envelope_from.as_deref());
     let (p, ctx) = inbound::actor();
     let now = app.clock.now();
     let done = in_write(&*app.store, |tx| {
         let Some(list) = tx.list_by_id(m.list_id)? else { return Err(MailingError::NotFound("list")) };
-        let outcome = decide_and_act(tx, &list, m, &summary, &p, &ctx, now)?;
+        let outcome = decide_and_act(&*app.mime, tx, &list, m, &summary, &p, &ctx, now)?;
         if !tx.finish_inbound(m.id, outcome.as_str(), now)? {
             // Someone else processed it meanwhile: undo ours.
             return Ok(None);
@@ -221,7 +218,9 @@ pub fn accept(app: &Service, m: &InboundMessage) -> Result<Option<Outcome>, Mail
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn decide_and_act(
+    mime: &dyn MimeReader,
     tx: &mut dyn Tx,
     list: &MailingList,
     m: &InboundMessage,
@@ -251,7 +250,7 @@ fn decide_and_act(
         received_at: m.received_at,
     };
     match reason {
-        Some(reason) => Ok(Outcome::Held(hold(tx, list, &to_hold(reason), p, ctx, now)?, reason)),
+        Some(reason) => Ok(Outcome::Held(hold(mime, tx, list, &to_hold(reason), p, ctx, now)?, reason)),
         None => Ok(Outcome::Posted(publish_summary(tx, list, &m.raw, summary, p, ctx, now)?)),
     }
 }
@@ -270,6 +269,7 @@ pub struct ToHold<'a> {
 /// Holds a post for the list's moderators: the held post, `message.held` and the audit entry,
 /// in the caller's transaction.
 pub fn hold(
+    mime: &dyn MimeReader,
     tx: &mut dyn Tx,
     list: &MailingList,
     post: &ToHold<'_>,
@@ -277,7 +277,7 @@ pub fn hold(
     ctx: &RequestCtx,
     now: Timestamp,
 ) -> Result<HeldId, MailingError> {
-    let s = summarize(post.raw, post.envelope_from);
+    let s = summarize(mime, post.raw, post.envelope_from);
     let from = s.from.as_ref().map(ToString::to_string);
     let id = tx.insert_held(
         &NewHeldPost {
@@ -308,6 +308,7 @@ pub fn hold(
 /// .../sends` (same queue, aggregates, digests, `send.submitted`) carrying the raw post, from
 /// which each copy is built. In the caller's transaction. An archived list sends nothing (409).
 pub fn publish(
+    mime: &dyn MimeReader,
     tx: &mut dyn Tx,
     list: &MailingList,
     raw: &[u8],
@@ -315,7 +316,7 @@ pub fn publish(
     ctx: &RequestCtx,
     now: Timestamp,
 ) -> Result<Submitted, MailingError> {
-    let summary = summarize(raw, None);
+    let summary = summarize(mime, raw, None);
     publish_summary(tx, list, raw, &summary, p, ctx, now)
 }
 
@@ -350,10 +351,8 @@ fn publish_summary(
 }
 
 /// Reads a stored post's first text part, for the moderation view (at most `max` bytes).
-pub fn first_text(raw: &[u8], max: usize) -> Option<String> {
-    let m = MessageParser::default().parse(raw)?;
-    let part = m.text_part(0).or_else(|| m.html_part(0))?;
-    let text = part.text_contents()?;
+pub fn first_text(mime: &dyn MimeReader, raw: &[u8], max: usize) -> Option<String> {
+    let text = mime.first_text(raw)?;
     let mut cut = text.len().min(max);
     while !text.is_char_boundary(cut) {
         cut -= 1;
@@ -369,6 +368,7 @@ pub fn held(app: &Service, list: ListId, id: HeldId) -> Result<Option<HeldPost>,
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::adapters::mime::MailParserReader;
     use crate::kernel::{DomainName, ListName};
     use crate::mailing::model::*;
 
@@ -416,7 +416,7 @@ mod tests {
     }
 
     fn summary(raw: &str) -> Summary {
-        summarize(raw.as_bytes(), Some("bounce@example.net"))
+        summarize(&MailParserReader, raw.as_bytes(), Some("bounce@example.net"))
     }
 
     #[test]
@@ -447,7 +447,7 @@ mod tests {
         assert_eq!(s.subject, "café time");
         assert_eq!(s.message_id.as_deref(), Some("x1@example.net"));
         assert_eq!(s.text.as_deref().map(str::trim), Some("Body"));
-        let garbage = summarize(b"", Some("e@example.net"));
+        let garbage = summarize(&MailParserReader, b"", Some("e@example.net"));
         assert_eq!(garbage.from.unwrap().to_string(), "e@example.net");
     }
 }

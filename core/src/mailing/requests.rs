@@ -12,6 +12,7 @@
 //! The request's writes and the inbound message's outcome commit together (processed once); the
 //! reply goes out after the commit.
 
+use super::bounces::MimeReader;
 use super::inbound::{InboundMessage, Role};
 use super::members::{self, AddMember, AddOutcome};
 use super::model::{DeliveryMode, MailingList, MemberStatus};
@@ -22,7 +23,6 @@ use crate::kernel::{Actor, EmailAddress, NewAuditEntry, Notice, Outcome as Audit
 use crate::kernel::{Timestamp, secrets};
 use crate::mailing::ports::Tx;
 use crate::storage::in_write;
-use mail_parser::MessageParser;
 
 /// An unsubscription link mailed in answer to a request works this long.
 pub const UNSUBSCRIBE_REQUEST_TTL_SECS: i64 = 7 * 24 * 3600;
@@ -105,29 +105,23 @@ pub struct RequestMail {
     pub message_id: Option<String>,
 }
 
-/// Reads a request (mail-parser; never by hand).
-pub fn read(raw: &[u8], envelope_from: Option<&str>) -> RequestMail {
-    let summary = posts::summarize(raw, envelope_from);
-    let parsed = MessageParser::default().parse(raw);
-    let header = |name: &str| {
-        parsed
-            .as_ref()
-            .and_then(|m| m.header_raw(name))
-            .map(|v| v.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
-    };
-    let precedence = header("Precedence");
+/// Reads a request (through the MIME port; never by hand).
+pub fn read(mime: &dyn MimeReader, raw: &[u8], envelope_from: Option<&str>) -> RequestMail {
+    let parsed = mime.read_mail(raw);
+    let summary = posts::summary_of(parsed.as_ref(), envelope_from);
+    let precedence = parsed
+        .as_ref()
+        .and_then(|m| m.precedence.as_deref())
+        .map(|v| v.split(';').next().unwrap_or("").trim().to_ascii_lowercase());
     let bulk = precedence.as_deref().is_some_and(|p| matches!(p, "bulk" | "junk" | "list"));
     let auto = summary.auto_submitted.as_deref().is_some_and(|v| v != "no");
     let been_there = parsed
         .as_ref()
         .map(|m| {
-            m.headers()
+            m.headers
                 .iter()
-                .filter(|h| h.name().eq_ignore_ascii_case("X-BeenThere"))
-                .map(|h| {
-                    let value = raw.get(h.offset_start() as usize..h.offset_end() as usize).unwrap_or_default();
-                    String::from_utf8_lossy(value).trim().to_ascii_lowercase()
-                })
+                .filter(|h| h.name.eq_ignore_ascii_case("X-BeenThere"))
+                .map(|h| h.value.trim().to_ascii_lowercase())
                 .collect()
         })
         .unwrap_or_default();
@@ -172,7 +166,7 @@ enum After {
 /// inbound message's outcome in one transaction, the reply after. `None` when another process
 /// had already processed it.
 pub fn accept(app: &Service, m: &InboundMessage) -> Result<Option<Outcome>, MailingError> {
-    let mail = read(&m.raw, m.envelope_from.as_deref());
+    let mail = read(&*app.mime, &m.raw, m.envelope_from.as_deref());
     let now = app.clock.now();
     let done = in_write(&*app.store, |tx| {
         let Some(list) = tx.list_by_id(m.list_id)? else { return Err(MailingError::NotFound("list")) };
