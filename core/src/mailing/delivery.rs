@@ -186,6 +186,12 @@ pub fn run_once(app: &Service, cfg: &DeliveryConfig) -> Result<Round, MailingErr
         let at = app.clock.now();
         let outcome = match sent {
             Ok(()) => (copy.id, CopyState::Sent, None, None, None),
+            // A submission account's 5xx is the provider refusing the account or the message
+            // (authentication, a sending policy), not the recipient's server: the copy fails and
+            // no member is scored for it (a wrong password must not disable a whole list).
+            Err(SendError::Permanent(e)) if accounts.contains_key(&list_key) => {
+                (copy.id, CopyState::Failed, None, Some(e), None)
+            }
             // The receiving server refused the copy: a permanent bounce of its member.
             Err(SendError::Permanent(e)) => {
                 let facts = smtp_bounce(Permanence::Permanent, BounceSource::Smtp, &e);
@@ -614,6 +620,53 @@ mod tests {
         }
     }
 
+    /// Gives "news" a submission account (a recording transport) that answers `answer`.
+    fn with_account(w: &mut World, answer: SendError) -> Arc<RecordingTransport> {
+        let d = DomainName::parse("example.org").unwrap();
+        let account = Arc::new(RecordingTransport::default());
+        *account.fail_with.lock().unwrap() = Some(answer);
+        let keyring = crate::kernel::keyring::Keyring::parse("AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=").unwrap();
+        let news =
+            in_read(&*w.app.store, |tx| tx.list_by_name(&d, &ListName::parse("news").unwrap())).unwrap().unwrap();
+        let now = w.clock.now();
+        let cred = credentials::MailCredential {
+            list_id: news.id,
+            kind: CredentialKind::Submission,
+            host: "smtp.example.net".into(),
+            port: 587,
+            security: crate::mailing::accounts::Security::StartTls,
+            username: "news".into(),
+            password_sealed: keyring
+                .seal(b"pw", &crate::kernel::keyring::Keyring::binding(news.id.get(), "submission")),
+            folder: None,
+            last_ok_at: None,
+            last_error: None,
+            last_error_at: None,
+            created_at: now,
+            updated_at: now,
+        };
+        in_write(&*w.app.store, |tx| tx.upsert_credential(&cred)).unwrap();
+        w.app.credentials = credentials::Credentials::new(Some(keyring), Arc::new(OneAccount(Arc::clone(&account))));
+        account
+    }
+
+    #[test]
+    fn a_submission_account_answering_5xx_fails_the_copies_and_scores_no_member() {
+        let (mut w, send) = world(2);
+        let account = with_account(&mut w, SendError::Permanent("535 5.7.8 authentication failed".into()));
+        let round = run_once(&w.app, &DeliveryConfig::default()).unwrap();
+        assert_eq!((round.sent, round.failed), (0, 2), "{round:?}");
+        let counts = in_read(&*w.app.store, |tx| tx.copy_counts(send)).unwrap();
+        assert_eq!(counts.get(CopyState::Failed), 2);
+        assert_eq!(counts.get(CopyState::Bounced), 0);
+        assert!(account.sent.lock().unwrap().is_empty());
+        assert!(w.mail.sent.lock().unwrap().is_empty(), "never through the relay instead");
+        let m = member0(&w);
+        assert_eq!((m.bounce_score, m.last_bounce_at), (0, None));
+        assert!(in_read(&*w.app.store, |tx| tx.member_bounces(m.id, 10)).unwrap().is_empty());
+        assert_eq!(events(&w.app, EventName::MemberBounced), 0);
+    }
+
     #[test]
     fn a_submission_account_answering_4xx_slows_its_list_only_and_loses_no_copy() {
         let (mut w, _) = world(3);
@@ -645,30 +698,7 @@ mod tests {
         sends::submit(&w.app, &p, &ctx, None, &d, &other, msg).unwrap();
         w.mail.sent.lock().unwrap().clear();
         // "news" has a submission account, which answers 451.
-        let account = Arc::new(RecordingTransport::default());
-        *account.fail_with.lock().unwrap() = Some(SendError::Temporary("451 4.7.0 rate limit".into()));
-        let keyring = crate::kernel::keyring::Keyring::parse("AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=").unwrap();
-        let news =
-            in_read(&*w.app.store, |tx| tx.list_by_name(&d, &ListName::parse("news").unwrap())).unwrap().unwrap();
-        let now = w.clock.now();
-        let cred = credentials::MailCredential {
-            list_id: news.id,
-            kind: CredentialKind::Submission,
-            host: "smtp.example.net".into(),
-            port: 587,
-            security: crate::mailing::accounts::Security::StartTls,
-            username: "news".into(),
-            password_sealed: keyring
-                .seal(b"pw", &crate::kernel::keyring::Keyring::binding(news.id.get(), "submission")),
-            folder: None,
-            last_ok_at: None,
-            last_error: None,
-            last_error_at: None,
-            created_at: now,
-            updated_at: now,
-        };
-        in_write(&*w.app.store, |tx| tx.upsert_credential(&cred)).unwrap();
-        w.app.credentials = credentials::Credentials::new(Some(keyring), Arc::new(OneAccount(Arc::clone(&account))));
+        let account = with_account(&mut w, SendError::Temporary("451 4.7.0 rate limit".into()));
         let cfg = DeliveryConfig { retry_base_secs: 60, ..DeliveryConfig::default() };
 
         let round = run_once(&w.app, &cfg).unwrap();
