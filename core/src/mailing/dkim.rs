@@ -5,9 +5,10 @@
 //! installation's data key; this module reads them and hands them to the signing port
 //! (`DkimSigning`, mail-auth in `adapters/mail_auth_dkim.rs`), once per domain and round.
 
-/// Signed when present, in this order, and signed as absent when not (the signing port lists
-/// every name: a header added in transit breaks the signature). `From` is listed twice
-/// ("oversigned") so that no second `From` can be added below the signature without breaking it.
+/// The headers signed: every occurrence of each when present, and each signed as absent when not
+/// (mail-auth lists the missing names in `h=` too, so adding one in transit breaks the
+/// signature). `From` is listed twice ("oversigned") so that no second `From` can be added
+/// without breaking it.
 pub const SIGNED: &[&str] = &[
     "from",
     "to",
