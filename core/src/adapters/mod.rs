@@ -7,6 +7,7 @@ pub mod dns;
 pub mod https;
 pub mod image_codec;
 pub mod mail_accounts;
+pub mod mail_auth_dkim;
 pub mod mime;
 pub mod open_files;
 pub mod openssl_dkim;
