@@ -12,6 +12,7 @@ pub mod open_files;
 pub mod openssl_dkim;
 pub mod pdf_attachments;
 pub mod pdf_sandbox;
+pub mod postgres;
 pub mod smtp;
 pub mod sqlite;
 pub mod system_clock;
