@@ -63,6 +63,15 @@ pub struct PostgresStore {
     described: String,
 }
 
+/// Checks `COURRIER_DATABASE_URL`'s form without connecting: a `postgres://` or `postgresql://`
+/// URL the driver accepts.
+pub fn check_url(url: &str) -> Result<(), String> {
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        return Err(format!("{:?} is not a postgres://user:password@host:port/database URL", redacted(url)));
+    }
+    url.parse::<postgres::Config>().map(drop).map_err(|e| format!("{}: {e}", redacted(url)))
+}
+
 /// The URL without its password, for messages.
 fn redacted(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
@@ -325,6 +334,11 @@ pub(crate) fn get<'a, T: postgres::types::FromSql<'a>>(row: &'a Row, i: usize) -
 /// The one place where PostgreSQL's errors become the port's.
 pub(crate) fn map_err(e: postgres::Error) -> StoreError {
     use postgres::error::SqlState;
+    // `Display` of a server's error says only "db error": the detail is in the error itself.
+    let describe = |e: &postgres::Error| match e.as_db_error() {
+        Some(db) => format!("{} ({})", db.message(), db.code().code()),
+        None => e.to_string(),
+    };
     let Some(code) = e.code() else {
         // No SQLSTATE: the connection failed or closed, or a value did not convert.
         let io = std::error::Error::source(&e).is_some_and(|s| s.is::<std::io::Error>());
@@ -346,7 +360,7 @@ pub(crate) fn map_err(e: postgres::Error) -> StoreError {
     {
         StoreError::Busy
     } else {
-        StoreError::Backend(e.to_string())
+        StoreError::Backend(describe(&e))
     }
 }
 
