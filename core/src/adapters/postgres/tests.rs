@@ -230,3 +230,34 @@ fn the_test_server_is_removed_on_drop() {
     assert!(!dir.exists(), "{} is left", dir.display());
     assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err(), "the server still listens on {port}");
 }
+
+/// Two servers on one database, each with its own key cache: a key one of them revoked is refused
+/// by the other at its next request, its cached entry no longer trusted (issue 25).
+#[test]
+fn a_key_revoked_on_one_server_is_refused_by_the_other_at_its_next_request() {
+    use crate::access::keys::{self, NewKey};
+    use crate::access::principal::{self, Credential, Principal, RequestCtx};
+    use crate::access::users::{self, NewUser};
+    use crate::kernel::{Clock, EmailAddress};
+    use crate::testing::{FixedClock, RecordingTransport};
+    let server = TestServer::start().unwrap();
+    let url = server.fresh_database().unwrap();
+    let clock: Arc<dyn Clock> = Arc::new(FixedClock::at(Timestamp::from_unix_secs(1_700_000_000)));
+    let mail = Arc::new(RecordingTransport::default());
+    let service =
+        || crate::testing::access(Arc::new(PostgresStore::open(&url, 0).unwrap()), clock.clone(), mail.clone());
+    let (one, two) = (service(), service());
+    let (operator, ctx) = (Principal::operator(), RequestCtx::cli());
+    let new =
+        NewUser { email: EmailAddress::parse("ann@example.org").unwrap(), profile: Default::default(), password: None };
+    let (user, _) = users::create(&one, &operator, &ctx, new).unwrap();
+    let request = NewKey::parse("k".into(), "user", None, None, &["read".into()], None, None).unwrap();
+    let key = keys::create_for(&one, &operator, &ctx, &user, &[], request).unwrap();
+    let credential = Credential::ApiKey(key.secret.clone());
+
+    principal::authenticate(&two, &credential, false).unwrap();
+    assert!(matches!(principal::authenticate_cached_key(&two, &key.secret), Some(Ok(_))), "the other server caches it");
+    keys::revoke(&one, &operator, &ctx, key.key.id).unwrap();
+    assert!(principal::authenticate_cached_key(&two, &key.secret).is_none(), "its cache no longer answers");
+    assert!(principal::authenticate(&two, &credential, false).is_err(), "and the store says revoked");
+}
