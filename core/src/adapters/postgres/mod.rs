@@ -22,7 +22,8 @@ mod access;
 mod audit;
 mod migrations;
 mod outbox;
-#[cfg(any(test, feature = "testing"))]
+/// A throw-away server for tests and benchmarks (compiled in always: the benchmark harnesses use
+/// it without core's `testing` feature, which would change core's features between builds).
 pub mod test_server;
 
 use crate::storage::{Database, Store, StoreError, Transaction};
