@@ -1,4 +1,4 @@
-use super::{PgTx, corrupt, get, map_err, paged};
+use super::{PgTx, corrupt, get, paged};
 use crate::access::model::{
     ApiKey, KeyId, KeyScope, PermSet, Profile, Role, RoleGrant, RoleId, RoleKind, Session, SessionId, User, UserId,
     UserStatus, UserWithSecret,
@@ -104,8 +104,8 @@ fn session_row(r: &Row) -> Result<Session, StoreError> {
 /// The id an `INSERT ... RETURNING id` gave back, the insert run in a savepoint of its own (it may
 /// break a uniqueness rule: [`StoreError::Duplicate`] then leaves the transaction usable).
 fn insert_returning_id(tx: &mut PgTx, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<i64, StoreError> {
-    let row = tx.guarded(|c| c.query_one(sql, params))?;
-    row.try_get(0).map_err(map_err)
+    let row = tx.guarded(|tx| tx.query_one(sql, params))?;
+    get(&row, 0)
 }
 
 impl AccessRepo for PgTx {
@@ -370,8 +370,8 @@ impl AccessRepo for PgTx {
         expires_at: Timestamp,
     ) -> Result<(), StoreError> {
         let user = user.map(UserId::get);
-        self.guarded(|c| {
-            c.execute(
+        self.guarded(|tx| {
+            tx.execute(
                 "INSERT INTO one_time_tokens (purpose, token_hash, user_id, subject_id, created_at, expires_at)
                  VALUES ($1, $2, $3, $4, $5, $6)",
                 &[&purpose, &token_hash, &user, &subject, &now.unix_micros(), &expires_at.unix_micros()],

@@ -32,7 +32,6 @@ use postgres::{Client, NoTls, Row};
 use r2d2_postgres::PostgresConnectionManager;
 use std::time::Duration;
 
-type Manager = PostgresConnectionManager<NoTls>;
 type Pool = r2d2::Pool<Manager>;
 type Conn = r2d2::PooledConnection<Manager>;
 
@@ -43,18 +42,41 @@ const POOL_SIZE: u32 = 16;
 /// The advisory lock every write transaction takes ("courrier" + 2 as one number).
 const WRITE_LOCK: i64 = 0x636f_7572_7269_6502;
 
-/// Settings of every pooled connection.
-#[derive(Debug)]
-struct Session;
+/// Statements kept prepared per connection (each is parsed and planned once per connection, not
+/// at every use: a round trip saved per statement). Past this many, the cache starts again.
+const STATEMENT_CACHE: usize = 256;
 
-impl r2d2::CustomizeConnection<Client, postgres::Error> for Session {
-    fn on_acquire(&self, c: &mut Client) -> Result<(), postgres::Error> {
+/// A pooled connection with the statements prepared on it.
+pub(crate) struct PgConn {
+    client: Client,
+    statements: std::collections::HashMap<String, postgres::Statement>,
+}
+
+/// r2d2_postgres's manager, its connections set up and given a statement cache.
+#[derive(Debug)]
+struct Manager(PostgresConnectionManager<NoTls>);
+
+impl r2d2::ManageConnection for Manager {
+    type Connection = PgConn;
+    type Error = postgres::Error;
+
+    fn connect(&self) -> Result<PgConn, postgres::Error> {
+        let mut client = self.0.connect()?;
         // A lock not granted in time (the write lock above all) fails with 55P03, mapped to Busy.
         // `synchronous_commit` on: `commit` returns once the writes are durable.
-        c.batch_execute(&format!(
+        client.batch_execute(&format!(
             "SET lock_timeout = {}; SET synchronous_commit = on; SET application_name = 'courrier'",
             BUSY_TIMEOUT.as_millis()
-        ))
+        ))?;
+        Ok(PgConn { client, statements: std::collections::HashMap::new() })
+    }
+
+    fn is_valid(&self, conn: &mut PgConn) -> Result<(), postgres::Error> {
+        self.0.is_valid(&mut conn.client)
+    }
+
+    fn has_broken(&self, conn: &mut PgConn) -> bool {
+        self.0.has_broken(&mut conn.client)
     }
 }
 
@@ -114,8 +136,7 @@ impl PostgresStore {
             .max_size(POOL_SIZE)
             .min_idle(Some(1))
             .connection_timeout(BUSY_TIMEOUT)
-            .connection_customizer(Box::new(Session))
-            .build(PostgresConnectionManager::new(config, NoTls))
+            .build(Manager(PostgresConnectionManager::new(config, NoTls)))
             .map_err(|e| open_err(e.to_string()))?;
         Ok(Self { pool, described })
     }
@@ -134,9 +155,9 @@ impl PostgresStore {
         } else {
             "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY".to_owned()
         };
-        if let Err(e) = conn.batch_execute(&begin) {
+        if let Err(e) = conn.client.batch_execute(&begin) {
             // The lock was not granted in time: end the transaction before the connection goes back.
-            let _ = conn.batch_execute("ROLLBACK");
+            let _ = conn.client.batch_execute("ROLLBACK");
             return Err(map_err(e));
         }
         Ok(Box::new(PgTx { conn: Some(conn), nested: 0, poisoned: false }))
@@ -169,8 +190,10 @@ impl Database for PostgresStore {
     /// writes that do not commit, which only makes a cache look again). No table is read.
     fn change_marker(&self) -> Result<u64, StoreError> {
         let mut conn = self.connection()?;
-        let row =
-            conn.query_one("SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::BIGINT", &[]).map_err(map_err)?;
+        let row = conn
+            .client
+            .query_one("SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::BIGINT", &[])
+            .map_err(map_err)?;
         let lsn: i64 = row.try_get(0).map_err(map_err)?;
         Ok(lsn as u64)
     }
@@ -179,7 +202,7 @@ impl Database for PostgresStore {
     /// roles or keys: one primary-key read per check.
     fn access_marker(&self) -> Result<u64, StoreError> {
         let mut conn = self.connection()?;
-        let row = conn.query_one("SELECT v FROM access_version WHERE id = 1", &[]).map_err(map_err)?;
+        let row = conn.client.query_one("SELECT v FROM access_version WHERE id = 1", &[]).map_err(map_err)?;
         let v: i64 = row.try_get(0).map_err(map_err)?;
         Ok(v as u64)
     }
@@ -201,7 +224,21 @@ pub(crate) type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
 impl PgTx {
     fn client(&mut self) -> &mut Client {
         // Only `commit` takes the connection, and it consumes the transaction.
-        self.conn.as_mut().expect("transaction used after commit")
+        &mut self.conn.as_mut().expect("transaction used after commit").client
+    }
+
+    /// `sql` prepared on this connection, from its cache after the first time.
+    fn statement(&mut self, sql: &str) -> Result<postgres::Statement, postgres::Error> {
+        let conn = self.conn.as_mut().expect("transaction used after commit");
+        if let Some(st) = conn.statements.get(sql) {
+            return Ok(st.clone());
+        }
+        let st = conn.client.prepare(sql)?;
+        if conn.statements.len() >= STATEMENT_CACHE {
+            conn.statements.clear();
+        }
+        conn.statements.insert(sql.to_owned(), st.clone());
+        Ok(st)
     }
 
     fn track<T>(&mut self, out: Result<T, postgres::Error>) -> Result<T, StoreError> {
@@ -212,34 +249,32 @@ impl PgTx {
     }
 
     pub(crate) fn query(&mut self, sql: &str, params: Params<'_>) -> Result<Vec<Row>, StoreError> {
-        let out = self.client().query(sql, params);
+        let out = self.statement(sql).and_then(|st| self.client().query(&st, params));
         self.track(out)
     }
 
     pub(crate) fn query_opt(&mut self, sql: &str, params: Params<'_>) -> Result<Option<Row>, StoreError> {
-        let out = self.client().query_opt(sql, params);
+        let out = self.statement(sql).and_then(|st| self.client().query_opt(&st, params));
         self.track(out)
     }
 
     pub(crate) fn query_one(&mut self, sql: &str, params: Params<'_>) -> Result<Row, StoreError> {
-        let out = self.client().query_one(sql, params);
+        let out = self.statement(sql).and_then(|st| self.client().query_one(&st, params));
         self.track(out)
     }
 
     pub(crate) fn execute(&mut self, sql: &str, params: Params<'_>) -> Result<u64, StoreError> {
-        let out = self.client().execute(sql, params);
+        let out = self.statement(sql).and_then(|st| self.client().execute(&st, params));
         self.track(out)
     }
 
-    /// Runs one statement that may break a uniqueness rule in a savepoint of its own: a
-    /// [`StoreError::Duplicate`] takes back that statement only, and the transaction goes on.
-    pub(crate) fn guarded<T>(
-        &mut self,
-        f: impl FnOnce(&mut Client) -> Result<T, postgres::Error>,
-    ) -> Result<T, StoreError> {
+    /// Runs statements that may break a uniqueness rule in a savepoint of their own: a
+    /// [`StoreError::Duplicate`] (or any failure) takes back those statements only, and the
+    /// transaction goes on.
+    pub(crate) fn guarded<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T, StoreError>) -> Result<T, StoreError> {
         let begun = self.client().batch_execute("SAVEPOINT statement");
         self.track(begun)?;
-        match f(self.client()) {
+        match f(self) {
             Ok(out) => {
                 let released = self.client().batch_execute("RELEASE statement");
                 self.track(released)?;
@@ -248,7 +283,9 @@ impl PgTx {
             Err(e) => {
                 let undone = self.client().batch_execute("ROLLBACK TO statement; RELEASE statement");
                 self.track(undone)?;
-                Err(map_err(e))
+                // What failed inside the savepoint went with it.
+                self.poisoned = false;
+                Err(e)
             }
         }
     }
@@ -260,11 +297,11 @@ impl Transaction for PgTx {
         let mut conn = self.conn.take().expect("transaction committed twice");
         if poisoned {
             // PostgreSQL would answer COMMIT with ROLLBACK, and no error.
-            let _ = conn.batch_execute("ROLLBACK");
+            let _ = conn.client.batch_execute("ROLLBACK");
             return Err(StoreError::Backend("a statement of the transaction failed: nothing was committed".into()));
         }
-        if let Err(e) = conn.batch_execute("COMMIT") {
-            let _ = conn.batch_execute("ROLLBACK");
+        if let Err(e) = conn.client.batch_execute("COMMIT") {
+            let _ = conn.client.batch_execute("ROLLBACK");
             return Err(map_err(e));
         }
         Ok(())
@@ -299,7 +336,7 @@ impl Transaction for PgTx {
 impl Drop for PgTx {
     fn drop(&mut self) {
         if let Some(mut conn) = self.conn.take()
-            && let Err(e) = conn.batch_execute("ROLLBACK")
+            && let Err(e) = conn.client.batch_execute("ROLLBACK")
         {
             tracing::warn!(error = %e, "rollback failed");
         }
