@@ -261,3 +261,38 @@ fn a_key_revoked_on_one_server_is_refused_by_the_other_at_its_next_request() {
     assert!(principal::authenticate_cached_key(&two, &key.secret).is_none(), "its cache no longer answers");
     assert!(principal::authenticate(&two, &credential, false).is_err(), "and the store says revoked");
 }
+
+/// The access rules over PostgreSQL, across two servers: an account opened on one exists for the
+/// other (a second opening is a conflict), its session opened on one is accepted by the other, and
+/// once signed out there, refused by the first.
+#[test]
+fn a_session_opened_on_one_server_is_seen_and_ended_on_the_other() {
+    use crate::access::AccessError;
+    use crate::access::model::Role;
+    use crate::access::principal::{self, Credential, Principal, RequestCtx};
+    use crate::access::{roles, sessions, users};
+    use crate::kernel::{Clock, EmailAddress};
+    use crate::testing::{FixedClock, RecordingTransport};
+    let server = TestServer::start().unwrap();
+    let url = server.fresh_database().unwrap();
+    let clock: Arc<dyn Clock> = Arc::new(FixedClock::at(Timestamp::from_unix_secs(1_700_000_000)));
+    let mail = Arc::new(RecordingTransport::default());
+    let service =
+        || crate::testing::access(Arc::new(PostgresStore::open(&url, 0).unwrap()), clock.clone(), mail.clone());
+    let (one, two) = (service(), service());
+    let (operator, ctx) = (Principal::operator(), RequestCtx::cli());
+    let new = |password: Option<&str>| users::NewUser {
+        email: EmailAddress::parse("admin@example.org").unwrap(),
+        profile: Default::default(),
+        password: password.map(str::to_owned),
+    };
+    let (user, _) = users::create(&one, &operator, &ctx, new(Some("a long enough password"))).unwrap();
+    roles::grant(&one, &operator, &ctx, user.id, Role::SiteAdmin).unwrap();
+    assert!(matches!(users::create(&two, &operator, &ctx, new(None)), Err(AccessError::Conflict(_))));
+
+    let token = sessions::login(&two, &ctx, "admin@example.org", "a long enough password").unwrap().token;
+    let credential = Credential::Session { token: token.clone(), csrf: None };
+    assert!(principal::authenticate(&one, &credential, false).unwrap().is_site_admin());
+    sessions::logout(&one, &ctx, &token).unwrap();
+    assert!(matches!(principal::authenticate(&two, &credential, false), Err(AccessError::Unauthenticated)));
+}
