@@ -181,7 +181,7 @@ impl Config {
             .map(|s| s.trim().to_owned())
             .filter(|s| !s.is_empty())
             .map(|url| {
-                courrier_core::adapters::postgres::check_url(&url)
+                courrier_core::adapters::check_database_url(&url)
                     .map(|()| url)
                     .map_err(|e| invalid("COURRIER_DATABASE_URL", e))
             })
@@ -259,9 +259,13 @@ mod tests {
         assert_eq!(config(&[("COURRIER_DATABASE_URL", " ")], None).unwrap().database_url, None, "empty is unset");
         let url = "postgres://courrier:secret@db.example.org:5432/courrier";
         assert_eq!(config(&[("COURRIER_DATABASE_URL", url)], None).unwrap().database_url.as_deref(), Some(url));
-        for bad in
-            ["mysql://u@h/db", "sqlite:///tmp/x.db", "host=db user=courrier", "postgres://u:secret@h:notaport/db"]
-        {
+        for bad in [
+            "mysql://u@h/db",
+            "sqlite:///tmp/x.db",
+            "host=db user=courrier password=secret",
+            "postgres://u:secret@h:notaport/db",
+            "postgres://u@h:notaport/db?password=secret&application_name=x",
+        ] {
             let err = config(&[("COURRIER_DATABASE_URL", bad)], None).unwrap_err().to_string();
             assert!(err.starts_with("COURRIER_DATABASE_URL is not valid"), "{bad}: {err}");
             assert!(!err.contains("secret"), "the password is not printed: {err}");

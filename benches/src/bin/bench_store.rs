@@ -14,8 +14,8 @@
 use courrier_benches::{harness_main, loadavg};
 use courrier_core::access::model::{ApiKey, KeyId, KeyScope, Perm, PermSet, Profile, Role, UserId};
 use courrier_core::access::ports::Store;
-use courrier_core::adapters::postgres::{PostgresStore, test_server::TestServer};
 use courrier_core::adapters::sqlite::SqliteStore;
+use courrier_core::adapters::{PostgresStore, PostgresTestServer as TestServer};
 use courrier_core::kernel::{Actor, EmailAddress, NewAuditEntry, Outcome, RequestId, Timestamp};
 use courrier_core::storage::{StoreError, in_read, in_write};
 use std::process::ExitCode;

@@ -90,13 +90,23 @@ pub struct PostgresStore {
 /// URL the driver accepts.
 pub fn check_url(url: &str) -> Result<(), String> {
     if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
-        return Err(format!("{:?} is not a postgres://user:password@host:port/database URL", redacted(url)));
+        // Not echoed: a `key=value` string may hold a password anywhere.
+        return Err("it is not a postgres://user:password@host:port/database URL".into());
     }
     url.parse::<postgres::Config>().map(drop).map_err(|e| format!("{}: {e}", redacted(url)))
 }
 
-/// The URL without its password, for messages.
+/// The URL without its password (in the user part or a `password=` parameter), for messages.
 fn redacted(url: &str) -> String {
+    let url = match url.find("password=") {
+        Some(at) => {
+            let value = at + "password=".len();
+            let end = url[value..].find('&').map_or(url.len(), |e| value + e);
+            format!("{}***{}", &url[..value], &url[end..])
+        }
+        None => url.to_owned(),
+    };
+    let url = url.as_str();
     match (url.find("://"), url.rfind('@')) {
         (Some(scheme), Some(at)) if at > scheme => {
             let userinfo = &url[scheme + 3..at];
