@@ -65,6 +65,10 @@ pub struct Config {
     /// Lists with at least this many members get a search snapshot (`COURRIER_SEARCH_MIN_MEMBERS`,
     /// 20,000); smaller ones are searched by SQL.
     pub search_min_members: u64,
+    /// How much lower than the request handlers' the CPU priority of a CSV import is
+    /// (`COURRIER_IMPORT_NICENESS`, a nice value from 0 to 19, default 10; 0 runs imports at the
+    /// handlers' priority).
+    pub import_niceness: i32,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -162,6 +166,7 @@ impl Config {
         };
         let search_cache_mib = number("COURRIER_SEARCH_CACHE_MIB", 256, 0..=1 << 20)? as u64;
         let search_min_members = number("COURRIER_SEARCH_MIN_MEMBERS", 20_000, 1..=1_000_000_000)? as u64;
+        let import_niceness = number("COURRIER_IMPORT_NICENESS", 10, 0..=19)? as i32;
         let egress_allow = AllowList::parse(&get("COURRIER_EGRESS_ALLOW").unwrap_or_default())
             .map_err(|e| invalid("COURRIER_EGRESS_ALLOW", e))?;
         let extra_ca = get("COURRIER_EXTRA_CA").filter(|s| !s.trim().is_empty()).map(PathBuf::from);
@@ -179,6 +184,7 @@ impl Config {
             dns_server,
             search_cache_mib,
             search_min_members,
+            import_niceness,
             retry_base_secs,
             delivery_lease_secs,
             domain_concurrency,
