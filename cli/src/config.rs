@@ -283,11 +283,15 @@ mod tests {
             ("COURRIER_OCR_RETENTION_DAYS", "36501"),
             ("COURRIER_OCR_RETENTION_DAYS", "NaN"),
             ("COURRIER_OCR_RETENTION_DAYS", ""),
+            ("COURRIER_IMPORT_NICENESS", "20"),
+            ("COURRIER_IMPORT_NICENESS", "-5"),
         ] {
             let err = config(&[(var, value)], None).unwrap_err().to_string();
             assert!(err.starts_with(var), "{err}");
         }
         let c = config(&[("COURRIER_PUBLIC_URL", "https://lists.example.org/")], None).unwrap();
         assert_eq!(c.public_url, "https://lists.example.org");
+        assert_eq!(c.import_niceness, 10, "imports run below requests by default");
+        assert_eq!(config(&[("COURRIER_IMPORT_NICENESS", "0")], None).unwrap().import_niceness, 0);
     }
 }
