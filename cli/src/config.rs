@@ -69,6 +69,10 @@ pub struct Config {
     /// `postgres://user:password@host:port/database`; issue 25). Checked here for its form;
     /// `server::wire` refuses it while not every context is on PostgreSQL.
     pub database_url: Option<String>,
+    /// How much lower than the request handlers' the CPU priority of a CSV import is
+    /// (`COURRIER_IMPORT_NICENESS`, a nice value from 0 to 19, default 10; 0 runs imports at the
+    /// handlers' priority).
+    pub import_niceness: i32,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -169,6 +173,7 @@ impl Config {
         };
         let search_cache_mib = number("COURRIER_SEARCH_CACHE_MIB", 256, 0..=1 << 20)? as u64;
         let search_min_members = number("COURRIER_SEARCH_MIN_MEMBERS", 20_000, 1..=1_000_000_000)? as u64;
+        let import_niceness = number("COURRIER_IMPORT_NICENESS", 10, 0..=19)? as i32;
         let egress_allow = AllowList::parse(&get("COURRIER_EGRESS_ALLOW").unwrap_or_default())
             .map_err(|e| invalid("COURRIER_EGRESS_ALLOW", e))?;
         let extra_ca = get("COURRIER_EXTRA_CA").filter(|s| !s.trim().is_empty()).map(PathBuf::from);
@@ -196,6 +201,7 @@ impl Config {
             dns_server,
             search_cache_mib,
             search_min_members,
+            import_niceness,
             retry_base_secs,
             delivery_lease_secs,
             domain_concurrency,
@@ -313,11 +319,15 @@ mod tests {
             ("COURRIER_OCR_RETENTION_DAYS", "36501"),
             ("COURRIER_OCR_RETENTION_DAYS", "NaN"),
             ("COURRIER_OCR_RETENTION_DAYS", ""),
+            ("COURRIER_IMPORT_NICENESS", "20"),
+            ("COURRIER_IMPORT_NICENESS", "-5"),
         ] {
             let err = config(&[(var, value)], None).unwrap_err().to_string();
             assert!(err.starts_with(var), "{err}");
         }
         let c = config(&[("COURRIER_PUBLIC_URL", "https://lists.example.org/")], None).unwrap();
         assert_eq!(c.public_url, "https://lists.example.org");
+        assert_eq!(c.import_niceness, 10, "imports run below requests by default");
+        assert_eq!(config(&[("COURRIER_IMPORT_NICENESS", "0")], None).unwrap().import_niceness, 0);
     }
 }

@@ -206,6 +206,7 @@ pub fn bind(config: &Config, build: BuildInfo) -> Result<Bound, CliError> {
         &services.version(),
     );
     state.ocr_registration = config.ocr_registration;
+    state.import_niceness = config.import_niceness;
     let router = courrier_http::router(state);
     // The ingest pollers hand what they fetch to mail in, as if delivered to the list's address.
     let intake: Arc<dyn courrier_core::mailing::ingest::MailIntake> =

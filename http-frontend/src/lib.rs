@@ -44,6 +44,9 @@ pub struct AppState {
     pub openapi_ocr: bytes::Bytes,
     /// `POST /api/register` answers only when the installation enables it.
     pub ocr_registration: bool,
+    /// A CSV import's thread runs this much lower in CPU priority than requests (a nice value;
+    /// 0: the same): readers are served first while a big import runs (`blocking::run_bulk`).
+    pub import_niceness: i32,
 }
 
 impl AppState {
@@ -61,6 +64,7 @@ impl AppState {
             openapi_ocr: render(routes::Api::Ocr),
             body_read_timeout: std::time::Duration::from_secs(30),
             ocr_registration: false,
+            import_niceness: blocking::DEFAULT_BULK_NICENESS,
             access,
             mailing,
             ocr,

@@ -210,8 +210,10 @@ pub fn add(
         check_add(&req)?;
         let trigger = if req.force { Trigger::AddWithConsent } else { Trigger::Subscribe(effective_policy(&list)) };
         let (outcome, token, newly_held) = in_nested(tx, |tx| {
-            let was = tx.member_by_email(list.id, &req.email)?.map(|m| MemberState::of(m.status, m.pending_reason));
-            let outcome = apply_add(tx, &list, &req, trigger, now)?;
+            // Read once: what it was decides both the notice below and the transition.
+            let existing = tx.member_by_email(list.id, &req.email)?;
+            let was = existing.as_ref().map(|m| MemberState::of(m.status, m.pending_reason));
+            let outcome = apply_add_to(tx, &list, &req, trigger, now, existing)?;
             // A request already waiting for a moderator was announced when it began to wait.
             let held = matches!(outcome, AddOutcome::PendingModeration(_))
                 && was != Some(MemberState::Pending(PendingReason::Moderation));
@@ -274,6 +276,18 @@ pub(super) fn apply_add(
     now: Timestamp,
 ) -> Result<AddOutcome, MailingError> {
     let existing = tx.member_by_email(list.id, &req.email)?;
+    apply_add_to(tx, list, req, trigger, now, existing)
+}
+
+/// [`apply_add`] with the address's member already read (in the same transaction).
+fn apply_add_to(
+    tx: &mut dyn Tx,
+    list: &MailingList,
+    req: &AddMember,
+    trigger: Trigger,
+    now: Timestamp,
+    existing: Option<Member>,
+) -> Result<AddOutcome, MailingError> {
     let from = existing.as_ref().map_or(MemberState::Absent, |m| MemberState::of(m.status, m.pending_reason));
     let to = state::next(from, trigger).map_err(|r| match r {
         Refusal::AlreadySubscribed => MailingError::AlreadySubscribed(req.email.to_string()),

@@ -1,10 +1,10 @@
 //! `POST .../members/import`: the CSV document streamed from the body (plain or multipart) to
-//! core's importer on a blocking thread, cut at the contract's 25 MiB.
+//! core's importer on a thread of its own at a lower priority, cut at the contract's 25 MiB.
 
 use super::{invalid, names};
 use crate::AppState;
 use crate::auth::{Auth, Ctx};
-use crate::blocking::run_blocking;
+use crate::blocking::{run_blocking, run_bulk};
 use crate::envelope::Reply;
 use crate::error::ApiError;
 use crate::query::QueryParams;
@@ -130,7 +130,8 @@ pub(super) async fn import_members(
     };
     let consent = ImportConsent::new(evidence.as_deref(), ctx.source.clone())?;
     let app = state.mailing.clone();
-    let importer = run_blocking(move || {
+    // At a lower CPU priority than requests: readers of the lists are served first (issue 18).
+    let importer = run_bulk(state.import_niceness, move || {
         let reader = ChannelReader { rx, current: Bytes::new() };
         Ok(import::import(&app, &p, &ctx, &target, &consent, std::io::BufReader::with_capacity(64 * 1024, reader))?)
     });

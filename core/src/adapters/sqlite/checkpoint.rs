@@ -10,9 +10,21 @@ use std::time::Duration;
 /// How often the thread looks for new commits.
 const EVERY: Duration = Duration::from_millis(100);
 
-/// The checkpoint thread of one store; it ends when this is dropped (within [`EVERY`]).
+/// The checkpoint thread of one store; it ends when this is dropped, which waits for it (its
+/// connection is closed before the store's `-shm` descriptor: `mod.rs`).
 pub(super) struct Checkpointer {
-    _stop: mpsc::Sender<()>,
+    stop: Option<mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Checkpointer {
+    fn drop(&mut self) {
+        // A dropped sender ends the thread's wait at once.
+        drop(self.stop.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 impl Checkpointer {
@@ -34,9 +46,11 @@ impl Checkpointer {
                 }
             }
         });
-        if let Err(e) = spawned {
-            tracing::warn!(error = %e, "no background checkpoint thread: commits checkpoint the WAL themselves");
-        }
-        Self { _stop: stop }
+        let thread = spawned
+            .inspect_err(|e| {
+                tracing::warn!(error = %e, "no background checkpoint thread: commits checkpoint the WAL themselves");
+            })
+            .ok();
+        Self { stop: Some(stop), thread }
     }
 }
