@@ -16,6 +16,7 @@ use super::model::{HeaderField, PostCopySpec, ReadMail, RebuiltPost};
 use super::ports::{NewBounce, Tx};
 use super::state::{self, MemberState, Trigger};
 use super::views;
+use crate::kernel::sealed::DataKey;
 use crate::kernel::{EmailAddress, EventName, Notice, Timestamp, secrets};
 use crate::storage::{StoreError, in_read, in_write};
 use recognise::{Parsed, Verdict};
@@ -214,8 +215,32 @@ pub(super) struct ReadBounce {
 pub(super) fn read(app: &Service, token: &str, raw: &[u8]) -> ReadBounce {
     let parsed = app.mime.read(raw).unwrap_or_default();
     let verdict = recognise::recognise(&parsed);
-    let copy_id = token.parse::<i64>().ok().filter(|id| *id > 0).map(CopyId::from_stored);
+    let copy_id = copy_of_token(&app.data_key, token);
     ReadBounce { parsed, verdict, copy_id }
+}
+
+const VERP_PURPOSE: &str = "verp";
+/// The bytes of the keyed tag a VERP token carries (64 bits: guessing one for a given copy takes
+/// 2^63 tries on average, each a mail to the bounce address).
+const VERP_TAG_BYTES: usize = 8;
+
+/// The token of a copy's return path (`L-bounces+<token>@D`): the copy id and a tag keyed with
+/// the installation's data key, `<id>-<16 hex digits>`. Only this installation can make one, so a
+/// forged DSN cannot name another copy (and score or disable another member) by its id alone.
+pub fn verp_token(key: &DataKey, copy: CopyId) -> String {
+    let id = copy.get().to_string();
+    let mut token = format!("{id}-");
+    secrets::push_hex(&mut token, &key.mac(VERP_PURPOSE, id.as_bytes())[..VERP_TAG_BYTES]);
+    token
+}
+
+/// The copy a VERP token names, when its tag is this installation's (compared in constant time);
+/// `None` for anything else, bare copy ids included.
+pub fn copy_of_token(key: &DataKey, token: &str) -> Option<CopyId> {
+    let (id, _) = token.split_once('-')?;
+    let copy = CopyId::from_stored(id.parse::<i64>().ok().filter(|id| *id > 0)?);
+    let expected = verp_token(key, copy);
+    secrets::constant_time_eq(expected.as_bytes(), token.to_ascii_lowercase().as_bytes()).then_some(copy)
 }
 
 /// What [`act`] did in the transaction; [`after`] finishes it once committed.

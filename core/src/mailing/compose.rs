@@ -11,7 +11,8 @@ use std::fmt::Write as _;
 pub struct Copy<'a> {
     pub list: &'a MailingList,
     pub send: &'a SendRecord,
-    pub copy_id: i64,
+    /// The copy's VERP token (`bounces::verp_token`), in its return path.
+    pub bounce_token: &'a str,
     pub recipient: &'a EmailAddress,
     /// `https://.../p/unsubscribe/{token}`: this copy's one-click link.
     pub unsubscribe_url: &'a str,
@@ -32,9 +33,10 @@ pub fn tagged_subject(tag: Option<&str>, subject: &str) -> String {
     }
 }
 
-/// The return path of a copy: `news-bounces+{copy}@example.org`.
-pub fn verp(list: &MailingList, copy_id: i64) -> Option<EmailAddress> {
-    EmailAddress::parse(&format!("{}-bounces+{copy_id}@{}", list.name, list.domain)).ok()
+/// The return path of a copy: `news-bounces+{token}@example.org`, the token naming the copy
+/// (`bounces::verp_token`: the copy id and its keyed tag).
+pub fn verp(list: &MailingList, token: &str) -> Option<EmailAddress> {
+    EmailAddress::parse(&format!("{}-bounces+{token}@{}", list.name, list.domain)).ok()
 }
 
 pub fn compose(c: &Copy<'_>) -> OutgoingMessage {
@@ -94,7 +96,7 @@ pub fn compose(c: &Copy<'_>) -> OutgoingMessage {
         (None, None) => h.push_str(&part("plain", "")),
     }
     OutgoingMessage {
-        envelope_from: verp(list, c.copy_id),
+        envelope_from: verp(list, c.bounce_token),
         recipients: vec![c.recipient.clone()],
         data: h.into_bytes(),
     }
@@ -165,7 +167,7 @@ impl PostTemplate {
     pub fn copy(
         &self,
         list: &MailingList,
-        copy_id: i64,
+        bounce_token: &str,
         recipient: &EmailAddress,
         unsubscribe_url: &str,
     ) -> OutgoingMessage {
@@ -179,7 +181,7 @@ impl PostTemplate {
             list.domain
         );
         data.extend_from_slice(&self.body);
-        OutgoingMessage { envelope_from: verp(list, copy_id), recipients: vec![recipient.clone()], data }
+        OutgoingMessage { envelope_from: verp(list, bounce_token), recipients: vec![recipient.clone()], data }
     }
 }
 
@@ -235,7 +237,7 @@ mod tests {
         let m = compose(&super::Copy {
             list: &l,
             send: &send,
-            copy_id: 42,
+            bounce_token: "42",
             recipient: &to,
             unsubscribe_url: "https://lists.example.org/p/unsubscribe/tok",
             now: Timestamp::from_unix_secs(1_795_425_649),

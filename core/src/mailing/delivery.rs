@@ -158,12 +158,13 @@ pub fn run_once(app: &Service, cfg: &DeliveryConfig) -> Result<Round, MailingErr
             continue;
         };
         let url = format!("{}/p/unsubscribe/{token}", app.settings.public_url);
+        let verp = bounces::verp_token(&app.data_key, copy.id);
         let mut message = match templates.get(&send.id.get()) {
-            Some(t) => t.copy(list, copy.id.get(), &copy.recipient, &url),
+            Some(t) => t.copy(list, &verp, &copy.recipient, &url),
             None => compose(&compose::Copy {
                 list,
                 send,
-                copy_id: copy.id.get(),
+                bounce_token: &verp,
                 recipient: &copy.recipient,
                 unsubscribe_url: &url,
                 now,
