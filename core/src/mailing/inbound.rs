@@ -237,7 +237,7 @@ fn act(
 enum Unit {
     /// Not there, or already processed before the batch began.
     Skipped,
-    Acted(Acted),
+    Acted(Box<Acted>),
     /// Already processed by someone else meanwhile: its writes were undone.
     Raced,
     /// The rules refused it: its writes were undone and it is recorded `failed` (`false`: it had
@@ -294,7 +294,7 @@ fn batch_with(
             match act(app, tx, m, r, now) {
                 Ok(Some(acted)) => {
                     tx.keep_nested()?;
-                    units.push(Unit::Acted(acted));
+                    units.push(Unit::Acted(Box::new(acted)));
                 }
                 Ok(None) => {
                     tx.undo_nested()?;
@@ -327,13 +327,16 @@ fn batch_with(
 /// What follows a unit's commit (failures are logged: the unit's writes stand), and how it is told.
 fn after(app: &Service, m: &InboundMessage, unit: Unit) -> Processed {
     let now = app.clock.now();
-    match unit {
-        Unit::Skipped | Unit::Raced | Unit::Failed(_, false) => Processed::AlreadyDone,
+    let acted = match unit {
+        Unit::Skipped | Unit::Raced | Unit::Failed(_, false) => return Processed::AlreadyDone,
         Unit::Failed(why, true) => {
             tracing::error!(inbound = m.id.get(), error = %why, "a received message could not be processed");
-            Processed::Failed(why)
+            return Processed::Failed(why);
         }
-        Unit::Acted(Acted::Post(outcome)) => {
+        Unit::Acted(acted) => *acted,
+    };
+    match acted {
+        Acted::Post(outcome) => {
             tracing::info!(inbound = m.id.get(), list = m.list_id.get(), outcome = outcome.as_str(), "post processed");
             // A post just held: its list's owners and moderators are told, once it is committed.
             if let posts::Outcome::Held(held, _) = &outcome {
@@ -341,11 +344,11 @@ fn after(app: &Service, m: &InboundMessage, unit: Unit) -> Processed {
             }
             Processed::Done(outcome)
         }
-        Unit::Acted(Acted::Request(outcome, then)) => {
+        Acted::Request(outcome, then) => {
             super::requests::after(app, m, outcome, then, now);
             Processed::Request(outcome)
         }
-        Unit::Acted(Acted::Bounce(acted)) => match super::bounces::after(app, acted, &m.raw, now) {
+        Acted::Bounce(acted) => match super::bounces::after(app, acted, &m.raw, now) {
             Ok(received) => Processed::Bounce(received),
             Err(e) => {
                 tracing::warn!(inbound = m.id.get(), error = %e, "forwarding an unrecognised bounce failed");
