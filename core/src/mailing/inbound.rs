@@ -1,9 +1,11 @@
 //! Mail in: the one pipeline every received message takes, whatever brought it (the LMTP
 //! frontend now, an `ingest` mailbox later). A recipient address names a list and a role
 //! ([`parse_recipient`], [`resolve`]); the message is stored durably ([`store`]) before the
-//! sender is told it was taken, then processed ([`process`]): a post goes through
-//! [`super::posts`]. A message stored and not processed (a crash between the two) is processed
-//! at the next start ([`process_waiting`]), once: its outcome commits with what it did.
+//! sender is told it was taken, then processed ([`process_batch`]: runs of stored messages in one
+//! write transaction, each in its own nested unit): a post goes through [`super::posts`], a
+//! request through [`super::requests`], a bounce through [`super::bounces`]. A message stored and
+//! not processed (a crash between the two) is processed at the next start ([`process_waiting`]),
+//! once: its outcome commits with what it did.
 
 use super::Service;
 use super::model::MailingList;
