@@ -65,12 +65,19 @@ pub struct Config {
     /// Lists with at least this many members get a search snapshot (`COURRIER_SEARCH_MIN_MEMBERS`,
     /// 20,000); smaller ones are searched by SQL.
     pub search_min_members: u64,
+    /// A PostgreSQL database instead of SQLite in the data directory (`COURRIER_DATABASE_URL`,
+    /// `postgres://user:password@host:port/database`; issue 25). Checked here for its form;
+    /// `server::wire` refuses it while not every context is on PostgreSQL.
+    pub database_url: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("{var} is not valid: {reason}")]
     Invalid { var: &'static str, reason: String },
+    /// A well-formed setting this build cannot honour yet.
+    #[error("{var} is not supported yet: {reason}")]
+    NotSupportedYet { var: &'static str, reason: String },
 }
 
 impl CoreError for ConfigError {
@@ -170,7 +177,17 @@ impl Config {
             .filter(|s| !s.trim().is_empty())
             .map(|s| courrier_core::adapters::dns::parse_server(&s).map_err(|e| invalid("COURRIER_DNS_SERVER", e)))
             .transpose()?;
+        let database_url = get("COURRIER_DATABASE_URL")
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty())
+            .map(|url| {
+                courrier_core::adapters::check_database_url(&url)
+                    .map(|()| url)
+                    .map_err(|e| invalid("COURRIER_DATABASE_URL", e))
+            })
+            .transpose()?;
         Ok(Self {
+            database_url,
             ocr_pages_per_month,
             ocr_retention,
             egress_allow,
@@ -234,6 +251,25 @@ mod tests {
     fn config(vars: &[(&str, &str)], flag: Option<&str>) -> Result<Config, ConfigError> {
         let map: HashMap<String, String> = vars.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect();
         Config::from_env(|k| map.get(k).cloned(), flag.map(PathBuf::from))
+    }
+
+    #[test]
+    fn a_database_url_is_a_postgres_url_and_absent_by_default() {
+        assert_eq!(config(&[], None).unwrap().database_url, None);
+        assert_eq!(config(&[("COURRIER_DATABASE_URL", " ")], None).unwrap().database_url, None, "empty is unset");
+        let url = "postgres://courrier:secret@db.example.org:5432/courrier";
+        assert_eq!(config(&[("COURRIER_DATABASE_URL", url)], None).unwrap().database_url.as_deref(), Some(url));
+        for bad in [
+            "mysql://u@h/db",
+            "sqlite:///tmp/x.db",
+            "host=db user=courrier password=secret",
+            "postgres://u:secret@h:notaport/db",
+            "postgres://u@h:notaport/db?password=secret&application_name=x",
+        ] {
+            let err = config(&[("COURRIER_DATABASE_URL", bad)], None).unwrap_err().to_string();
+            assert!(err.starts_with("COURRIER_DATABASE_URL is not valid"), "{bad}: {err}");
+            assert!(!err.contains("secret"), "the password is not printed: {err}");
+        }
     }
 
     #[test]

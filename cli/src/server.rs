@@ -30,9 +30,26 @@ impl Services {
     }
 }
 
+/// On PostgreSQL (`COURRIER_DATABASE_URL`) the storage adapter holds the access context only: a
+/// server, worker or command on it would find no mailing or OCR table. Refused before anything
+/// is created or connected, so that nothing runs half on one database and half on another.
+fn refuse_what_postgres_cannot_hold_yet(config: &Config) -> Result<(), ConfigError> {
+    match &config.database_url {
+        None => Ok(()),
+        Some(_) => Err(ConfigError::NotSupportedYet {
+            var: "COURRIER_DATABASE_URL",
+            reason: "PostgreSQL holds only the access context so far (users, roles, API keys, sessions); the mailing \
+                     context (domains, lists, members, sends, webhooks, mail in) and the OCR context (documents, \
+                     invoices, usage) are not on PostgreSQL yet. Unset it to use SQLite in the data directory."
+                .into(),
+        }),
+    }
+}
+
 /// Creates the data directory (owner-only: it will hold the data key and the documents) and
 /// opens the database in it.
 pub fn wire(config: &Config, build: BuildInfo) -> Result<Services, CliError> {
+    refuse_what_postgres_cannot_hold_yet(config)?;
     for dir in [&config.data_dir, &config.documents_dir()] {
         create_private_dir(dir).map_err(|source| CliError::DataDir { path: dir.display().to_string(), source })?;
     }
@@ -104,6 +121,7 @@ pub fn wire(config: &Config, build: BuildInfo) -> Result<Services, CliError> {
         egress,
         data_key,
         dkim: Arc::new(courrier_core::adapters::openssl_dkim::OpensslKeyMaker::default()),
+        dkim_signing: Arc::new(courrier_core::adapters::mail_auth_dkim::MailAuthDkim),
         credentials: mailing::credentials::Credentials::new(
             keyring,
             Arc::new(courrier_core::adapters::mail_accounts::RustlsAccounts::new(tls)),

@@ -490,3 +490,54 @@ fn copies_are_dkim_signed_with_the_domains_key_and_dkimpy_verifies_them() {
     let unsigned = all.iter().find(|m| header(m, "Subject") == Some("Unsigned")).expect("the second copy");
     assert_eq!(header(unsigned, "DKIM-Signature"), None, "{unsigned}");
 }
+
+/// A delivered copy as Python's `email` package reads it (`tests/peers/read_copy.py`).
+fn python_reads(message: &str) -> Value {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), message).unwrap();
+    let script = courrier_tests::harness::workspace_root().join("tests/peers/read_copy.py");
+    let out = std::process::Command::new(courrier_tests::harness::venv_python("email"))
+        .arg(&script)
+        .arg(file.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn a_send_with_a_long_non_ascii_subject_name_and_lines_reads_back_in_python_and_dkimpy_verifies_it() {
+    let sink = SmtpSink::start();
+    let (app, key) = setup(&sink, &[]);
+    let name = "Les Nouvelles d'été, Zürich";
+    let r = call(&app, "PATCH", NEWS, &[bearer(&key)], Some(&json!({ "display_name": name })));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r =
+        call(&app, "PATCH", "/api/v1/domains/example.org", &[bearer(&key)], Some(&json!({ "dkim_selector": "s2026" })));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let txt = r.json()["data"]["dkim_record"]["value"].as_str().unwrap().to_owned();
+    add(&app, &key, "ann@example.net", "regular");
+    // 900 bytes of UTF-8: one encoded word of it would make a line of over 1,200 characters.
+    let subject = format!("Réunion d'été ✓ {}", "é".repeat(440));
+    let long_line = format!("{} fin", "mot très long ".repeat(120));
+    let text = format!("Bonjour à tous,\n{long_line}\nÀ bientôt");
+    let html = format!("<p>{long_line}</p>");
+    let r = post(&app, &key, &format!("{NEWS}/sends"), json!({ "subject": subject, "text": text, "html": html }));
+    assert_eq!(r.status, 202, "{}", r.body);
+    let message = sink.wait_for(1, Duration::from_secs(20)).pop().unwrap();
+    let read = python_reads(&message);
+    // RFC 5322 2.1.1: no line of a message is longer than 998 characters.
+    assert!(read["longest_line"].as_u64().unwrap() <= 998, "{read}");
+    assert_eq!(read["defects"], json!([]), "{read}");
+    assert_eq!(read["subject"], subject.as_str());
+    assert_eq!((read["from_name"].as_str(), read["from_address"].as_str()), (Some(name), Some("news@example.org")));
+    assert!(read["list_id"].as_str().unwrap().ends_with("<news.example.org>"), "{read}");
+    assert_eq!(read["content_type"], "multipart/alternative");
+    let parts = read["parts"].as_array().unwrap();
+    assert_eq!(parts.len(), 2, "{read}");
+    assert_eq!(parts[0]["content_type"], "text/plain");
+    assert_eq!(parts[0]["text"].as_str().unwrap().replace("\r\n", "\n").trim_end(), text);
+    assert_eq!(parts[1]["content_type"], "text/html");
+    assert_eq!(parts[1]["text"].as_str().unwrap().replace("\r\n", "\n").trim_end(), html);
+    assert!(dkimpy_verifies(&message, &txt), "dkimpy verifies the copy:\n{message}");
+}

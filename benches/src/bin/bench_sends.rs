@@ -8,6 +8,9 @@
 //! - `throughput`: courrier's workers delivering one send of N copies to Postfix's `smtp-sink`,
 //!   from the submit to the last copy `sent`, against Postfix's `smtp-source` sending N messages of
 //!   the same size to the same sink over as many connections as courrier has workers.
+//!   `--dkim` gives the domain a DKIM selector, so that every copy is signed; `--compare PATH`
+//!   adds another courrier binary (an earlier build) as a third contender, on its own data
+//!   directory, alternating with the other two: a same-run before/after ratio.
 //! - `mailman`: one send to 2,000 members end to end, beside GNU Mailman 3 delivering one injected
 //!   post (`mailman inject`) to the same 2,000 addresses through the same sink (a small SMTP sink
 //!   in this program, which counts recipients as well as transactions: Mailman puts up to
@@ -52,7 +55,7 @@ const USAGE: &str = "usage: bench-sends [--scenario fanout|throughput|mailman|al
 [--rounds N (3)] [--fanout-members N (100000)] [--messages N (10000)] [--workers N (2)] [--sessions N (= workers)] \
 [--mailman-members N (2000)] [--mailman-rounds N (2)] [--mailman-url URL (http://127.0.0.1:8001)] \
 [--mailman-auth USER:PASS] [--mailman-dir DIR ($COURRIER_MAILMAN_DIR or $TMPDIR/courrier-mailman3)] [--no-mailman] \
-[--smtp-sink PATH] [--smtp-source PATH] [--scratch DIR]";
+[--smtp-sink PATH] [--smtp-source PATH] [--scratch DIR] [--dkim] [--compare PATH (throughput: another courrier)]";
 
 fn main() -> ExitCode {
     harness_main("bench-sends", USAGE, Options::parse, run)
@@ -87,6 +90,10 @@ struct Options {
     scenario: Scenario,
     smoke: bool,
     courrier: PathBuf,
+    /// Throughput: another courrier binary measured in the same rounds.
+    compare: Option<PathBuf>,
+    /// Throughput: the domain signs its copies (a DKIM selector).
+    dkim: bool,
     smtp_sink: PathBuf,
     smtp_source: PathBuf,
     rounds: u32,
@@ -109,6 +116,7 @@ impl Options {
         let mut scenario = Scenario::All;
         let mut smoke = false;
         let mut courrier = None;
+        let (mut compare, mut dkim) = (None, false);
         let (mut smtp_sink, mut smtp_source) =
             (PathBuf::from("/usr/sbin/smtp-sink"), PathBuf::from("/usr/sbin/smtp-source"));
         let (mut mailman_url, mut no_mailman) = (None, false);
@@ -132,6 +140,8 @@ impl Options {
                 "--scenario" => scenario = Scenario::parse(&value()?)?,
                 "--smoke" => smoke = true,
                 "--courrier" => courrier = Some(PathBuf::from(value()?)),
+                "--compare" => compare = Some(PathBuf::from(value()?)),
+                "--dkim" => dkim = true,
                 "--smtp-sink" => smtp_sink = PathBuf::from(value()?),
                 "--smtp-source" => smtp_source = PathBuf::from(value()?),
                 "--mailman-url" => mailman_url = Some(value()?.trim_end_matches('/').to_owned()),
@@ -167,6 +177,8 @@ impl Options {
             scenario,
             smoke,
             courrier,
+            compare,
+            dkim,
             smtp_sink,
             smtp_source,
             rounds: as_u32("--rounds", get("--rounds", d(3, 1)))?,
@@ -194,6 +206,9 @@ fn run(opts: &Options) -> Result<(), String> {
             "courrier binary not found at {} (build it: cargo build --release -p courrier-cli, or pass --courrier)",
             opts.courrier.display()
         ));
+    }
+    if let Some(other) = opts.compare.as_ref().filter(|p| !p.is_file()) {
+        return Err(format!("--compare: no courrier binary at {}", other.display()));
     }
     let scratch = match &opts.scratch {
         Some(dir) => tempfile::TempDir::new_in(dir),
@@ -453,9 +468,14 @@ fn wait_port(port: u16) -> Result<(), String> {
 
 /// Creates the bench user (site admin) and an API key with the CLI in `data_dir`; the key.
 fn prepare(opts: &Options, data_dir: &Path) -> Result<String, String> {
+    prepare_with(&opts.courrier, data_dir)
+}
+
+/// [`prepare`] with the given courrier binary.
+fn prepare_with(courrier: &Path, data_dir: &Path) -> Result<String, String> {
     std::fs::create_dir_all(data_dir).map_err(|e| format!("cannot create {}: {e}", data_dir.display()))?;
-    create_bench_user(&opts.courrier, data_dir, true)?;
-    create_api_key(&opts.courrier, data_dir, "bench-sends", "read,members:write,send,moderate,manage", 100_000)
+    create_bench_user(courrier, data_dir, true)?;
+    create_api_key(courrier, data_dir, "bench-sends", "read,members:write,send,moderate,manage", 100_000)
 }
 
 /// A running `courrier serve` on a prepared data directory, with its delivery workers sending to
@@ -468,8 +488,13 @@ struct Courrier {
 
 impl Courrier {
     fn launch(opts: &Options, dir: &Path, key: &str, smtp_port: u16, workers: u64) -> Result<Self, String> {
+        Self::launch_with(&opts.courrier, dir, key, smtp_port, workers)
+    }
+
+    /// [`Courrier::launch`] of the given binary.
+    fn launch_with(courrier: &Path, dir: &Path, key: &str, smtp_port: u16, workers: u64) -> Result<Self, String> {
         let port = free_port()?;
-        let mut cmd = serve_command(&opts.courrier, dir, port);
+        let mut cmd = serve_command(courrier, dir, port);
         cmd.env("COURRIER_PUBLIC_URL", "https://lists.example.org")
             .env("COURRIER_SMTP_URL", format!("smtp://127.0.0.1:{smtp_port}"))
             .env("COURRIER_DELIVERY_WORKERS", workers.to_string())
@@ -491,6 +516,13 @@ impl Courrier {
             "subscription_policy": "open",
         });
         self.api.expect("POST", &format!("/api/v1/domains/{DOMAIN}/lists"), &body, &[201, 409])?;
+        Ok(())
+    }
+
+    /// Gives the domain a DKIM selector: a key is made and every copy is signed.
+    fn sign_copies(&self) -> Result<(), String> {
+        let body = serde_json::json!({ "dkim_selector": "bench" });
+        self.api.expect("PATCH", &format!("/api/v1/domains/{DOMAIN}"), &body, &[200])?;
         Ok(())
     }
 
@@ -727,6 +759,9 @@ fn throughput_scenario(opts: &Options, scratch: &Path) -> Result<String, String>
     let copy_size = {
         let mut c = Courrier::launch(opts, &dir, &key, probe.port, 1)?;
         c.create_list("probe")?;
+        if opts.dkim {
+            c.sign_copies()?;
+        }
         c.import("probe", 0, 1)?;
         c.create_list(LIST)?;
         c.import(LIST, 0, n)?;
@@ -753,8 +788,25 @@ fn throughput_scenario(opts: &Options, scratch: &Path) -> Result<String, String>
     drop(probe);
 
     let sink = if have_sink { Sink::smtp_sink(&opts.smtp_sink, free_port()?)? } else { Sink::builtin(free_port()?)? };
+    // The other binary on a data directory of its own, prepared the same way (its idle workers
+    // only poll while the others run).
+    let mut other = match &opts.compare {
+        Some(bin) => {
+            let other_dir = scratch.join("throughput-compare");
+            let other_key = prepare_with(bin, &other_dir)?;
+            let c = Courrier::launch_with(bin, &other_dir, &other_key, sink.port, opts.workers)?;
+            c.create_list(LIST)?;
+            if opts.dkim {
+                c.sign_copies()?;
+            }
+            c.import(LIST, 0, n)?;
+            Some(c)
+        }
+        None => None,
+    };
     let mut c = Courrier::launch(opts, &dir, &key, sink.port, opts.workers)?;
     let mut rounds: Vec<(Option<Duration>, Duration)> = Vec::new();
+    let mut compared: Vec<Duration> = Vec::new();
     for round in 1..=opts.rounds {
         let s = match payload {
             Some(l) => {
@@ -769,6 +821,20 @@ fn throughput_scenario(opts: &Options, scratch: &Path) -> Result<String, String>
             }
             None => None,
         };
+        if let Some(o) = other.as_mut() {
+            eprintln!("throughput round {round}/{}: compared courrier, one send of {n} copies", opts.rounds);
+            let before = sink.messages();
+            let t = Instant::now();
+            let (id, recipients, _) = o.submit(LIST)?;
+            if recipients != n {
+                return Err(format!("the compared send has {recipients} recipients, not {n}"));
+            }
+            o.wait_sent(LIST, id, n)?;
+            let took = t.elapsed();
+            sink.wait(Sink::messages, before + n, Duration::from_secs(10))?;
+            eprintln!("  {:.2} s", took.as_secs_f64());
+            compared.push(took);
+        }
         eprintln!("throughput round {round}/{}: courrier, one send of {n} copies", opts.rounds);
         let before = sink.messages();
         let t = Instant::now();
@@ -783,6 +849,7 @@ fn throughput_scenario(opts: &Options, scratch: &Path) -> Result<String, String>
         rounds.push((s, took));
     }
     drop(c);
+    drop(other);
 
     let mut out = String::new();
     let _ = writeln!(
@@ -796,10 +863,11 @@ fn throughput_scenario(opts: &Options, scratch: &Path) -> Result<String, String>
         out,
         "sink: {} on 127.0.0.1 (every message accepted, nothing stored); courrier: `courrier serve` with \
          `COURRIER_DELIVERY_WORKERS={}`, one `POST .../sends` to {n} members, timed from the POST until `GET \
-         .../sends/ID` (polled every 10 ms) says `completed` with {n} sent; copy size {copy_size} bytes at the sink. \
-         smtp-source: {}",
+         .../sends/ID` (polled every 10 ms) says `completed` with {n} sent; copy size {copy_size} bytes at the sink; \
+         copies {}. smtp-source: {}",
         sink.what,
         opts.workers,
+        if opts.dkim { "DKIM-signed (rsa-sha256, a 2048-bit key made by `openssl`)" } else { "unsigned" },
         match payload {
             Some(l) => format!(
                 "`smtp-source -d -s {} -m {n} -l {l} -f {BENCH_EMAIL} -t {} 127.0.0.1:PORT` ({source_size} bytes \
@@ -854,6 +922,31 @@ fn throughput_scenario(opts: &Options, scratch: &Path) -> Result<String, String>
                 "NOT met"
             }
         );
+    }
+    if let Some(bin) = &opts.compare {
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "compared: `{}` on its own data directory, the same list and sink, run just before courrier in \
+             each round",
+            bin.display()
+        );
+        let _ = writeln!(out);
+        let _ = writeln!(out, "| round | compared | compared msg/s | courrier msg/s | ratio courrier/compared |");
+        let _ = writeln!(out, "|---|---:|---:|---:|---:|");
+        for (i, (o, (_, c))) in compared.iter().zip(&rounds).enumerate() {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {:.0} | {:.0} | {:.2} |",
+                i + 1,
+                secs(o.as_secs_f64()),
+                rate(*o),
+                rate(*c),
+                rate(*c) / rate(*o)
+            );
+        }
+        let om = median(compared.iter().map(|d| rate(*d)).collect());
+        let _ = writeln!(out, "| **median** | | **{om:.0}** | **{cm:.0}** | **{:.2}** |", cm / om);
     }
     Ok(out)
 }

@@ -16,6 +16,8 @@ pub mod ports;
 pub mod principal;
 pub mod roles;
 pub mod sessions;
+#[cfg(any(test, feature = "testing"))]
+pub mod store_suite;
 pub mod users;
 pub mod views;
 

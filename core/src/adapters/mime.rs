@@ -6,7 +6,7 @@
 
 use crate::mailing::bounces::MimeReader;
 use crate::mailing::bounces::recognise::{MAX_PART_TEXT, MAX_PARTS, Parsed, Part};
-use crate::mailing::model::{FromHandling, HeaderField, PostCopySpec, ReadMail, RebuiltPost};
+use crate::mailing::model::{FromHandling, HeaderField, ListFields, PostCopySpec, ReadMail, RebuiltPost, SendCopySpec};
 use mail_builder::headers::address::Address;
 use mail_builder::headers::content_type::ContentType;
 use mail_builder::headers::{HeaderType, message_id::MessageId, raw::Raw, text::Text};
@@ -122,12 +122,58 @@ impl MimeReader for MailParserReader {
         if !reply_to.is_empty() {
             put(&mut h, "Reply-To", Address::new_list(reply_to));
         }
+        list_fields(&mut h, &spec.list);
+        put(&mut h, "X-BeenThere", Raw::new(address));
+        put(&mut h, "Precedence", Raw::new("list"));
+        put(&mut h, "MIME-Version", Raw::new("1.0"));
         let root = rebuild(&m, m.root_part(), 0);
         let root = with_post_footer(root, spec.footer_text, spec.footer_html);
         let mut body = Vec::with_capacity(raw.len() + 1024);
         root.write_part(&mut body);
         Some(RebuiltPost { head: h, body })
     }
+
+    fn build_send(&self, spec: &SendCopySpec<'_>) -> RebuiltPost {
+        let address = spec.list_address.to_owned();
+        let mut h: Vec<u8> = Vec::with_capacity(1024);
+        put(&mut h, "From", Address::new_address(Some(spec.list_display_name.to_owned()), address.clone()));
+        put(&mut h, "Subject", Text::new(spec.subject.to_owned()));
+        put(&mut h, "Date", Raw::new(spec.date.to_owned()));
+        put(&mut h, "Message-ID", MessageId::new(spec.message_id.to_owned()));
+        if spec.reply_to_list {
+            put(&mut h, "Reply-To", Address::new_address(None::<String>, address));
+        }
+        list_fields(&mut h, &spec.list);
+        put(&mut h, "Precedence", Raw::new("list"));
+        put(&mut h, "MIME-Version", Raw::new("1.0"));
+        // mail-builder picks each part's transfer encoding (7bit, quoted-printable or base64)
+        // from its text: long lines and non-ASCII are encoded.
+        let part = |kind: &str, text: &str| {
+            MimePart::new(
+                ContentType::new(format!("text/{kind}")).attribute("charset", "utf-8"),
+                BodyPart::Text(text.to_owned().into()),
+            )
+        };
+        let root = match (spec.text, spec.html) {
+            (Some(text), Some(html)) => MimePart::new(
+                ContentType::new("multipart/alternative"),
+                BodyPart::Multipart(vec![part("plain", text), part("html", html)]),
+            ),
+            (Some(text), None) => part("plain", text),
+            (None, Some(html)) => part("html", html),
+            (None, None) => part("plain", ""),
+        };
+        let mut body = Vec::with_capacity(root.size() + 256);
+        root.write_part(&mut body);
+        RebuiltPost { head: h, body }
+    }
+}
+
+/// `List-Id`, `List-Post`, `List-Help` (RFC 2919, RFC 2369).
+fn list_fields(h: &mut Vec<u8>, list: &ListFields<'_>) {
+    put(h, "List-Id", Address::new_address(Some(list.id_name.to_owned()), list.id.to_owned()));
+    put(h, "List-Post", Raw::new(list.post.to_owned()));
+    put(h, "List-Help", Raw::new(list.help.to_owned()));
 }
 
 /// The top-level header fields: each name and its value as written.
@@ -394,6 +440,64 @@ mod tests {
             assert!(text.contains(needle), "{needle:?} in\n{text}");
         }
         assert!(!text.replace("\r\n", "").contains('\n'), "CRLF only");
+    }
+
+    #[test]
+    fn a_send_copy_carries_the_list_headers_both_parts_and_no_injected_header() {
+        let l = list();
+        let long = format!("Ligne très longue {}", "é".repeat(200));
+        let send = SendRecord {
+            id: SendId::from_stored(7),
+            list_id: l.id,
+            subject: "Hello\r\nBcc: evil@x.org".into(),
+            text: Some(format!("Hi all\n{long}")),
+            html: Some("<p>Hi all</p>".into()),
+            message_id: "abc@example.org".into(),
+            state: SendState::Queued,
+            recipients: 1,
+            created_at: Timestamp::from_unix_secs(0),
+            completed_at: None,
+        };
+        let t = crate::mailing::compose::send_template(
+            &MailParserReader,
+            &l,
+            &send,
+            Timestamp::from_unix_secs(1_795_425_649),
+        );
+        let to = EmailAddress::parse("ann@example.net").unwrap();
+        let m = t.copy(&l, "42", &to, "https://lists.example.org/p/unsubscribe/tok");
+        assert_eq!(m.envelope_from.unwrap().to_string(), "news-bounces+42@example.org");
+        assert_eq!(m.recipients, vec![to]);
+        let text = String::from_utf8(m.data).unwrap();
+        assert!(text.is_ascii(), "7-bit: {text}");
+        // Folded or encoded by mail-builder; the spliced List-Unsubscribe stays on one line (as
+        // long as the installation's URL makes it, far under 998).
+        assert!(text.lines().all(|l| l.len() <= 78 || l.starts_with("List-Unsubscribe: ")), "{text}");
+        assert!(!text.replace("\r\n", "").contains('\n'), "CRLF only");
+        assert!(!text.contains("\r\nBcc:"), "no header injection");
+        for needle in [
+            "List-Post: <mailto:news@example.org>\r\n",
+            "List-Help: <mailto:news-request@example.org?subject=help>\r\n",
+            "List-Unsubscribe: <mailto:news-unsubscribe@example.org?subject=unsubscribe>, <https://lists.example.org/p/unsubscribe/tok>\r\n",
+            "List-Unsubscribe-Post: List-Unsubscribe=One-Click\r\n",
+            "Precedence: list\r\n",
+            "To: ann@example.net\r\n",
+            "Subject: [news] Hello  Bcc: evil@x.org\r\n",
+            "Message-ID: <abc@example.org>\r\n",
+        ] {
+            assert!(text.contains(needle), "{needle:?} in\n{text}");
+        }
+        let parsed = mail_parser::MessageParser::default().parse(text.as_bytes()).unwrap();
+        let from = parsed.from().unwrap().first().unwrap();
+        assert_eq!((from.name(), from.address()), (Some("Nouvelles d'été"), Some("news@example.org")));
+        let id = parsed.header("List-Id").and_then(|h| h.as_address()).and_then(|a| a.first()).unwrap();
+        assert_eq!((id.name(), id.address()), (Some("Nouvelles d'été"), Some("news.example.org")));
+        assert_eq!(parsed.reply_to().unwrap().first().unwrap().address(), Some("news@example.org"));
+        let ct = parsed.content_type().unwrap();
+        assert_eq!((ct.ctype(), ct.subtype()), ("multipart", Some("alternative")));
+        let body = parsed.body_text(0).unwrap().replace("\r\n", "\n");
+        assert_eq!(body, format!("Hi all\n{long}\n\n-- \nUnsubscribe any time."));
+        assert_eq!(parsed.body_html(0).unwrap(), "<p>Hi all</p>");
     }
 
     #[test]

@@ -49,15 +49,15 @@ impl DkimKeyMaker for OpensslKeyMaker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernel::Timestamp;
-    use crate::mailing::dkim::Signer;
+    use crate::adapters::mail_auth_dkim::MailAuthDkim;
+    use crate::mailing::dkim::DkimSigning as _;
 
     #[test]
     fn openssl_makes_a_key_that_signs() {
         let pair = OpensslKeyMaker::default().make().expect("openssl is installed (scripts/setup-system)");
         assert!(pair.public_spki.len() > 256, "a 2048-bit SubjectPublicKeyInfo");
-        let signer = Signer::new("example.org", "s1", &pair.private_der).unwrap();
-        assert!(signer.sign(b"From: a@example.org\r\n\r\nx\r\n", Timestamp::from_unix_secs(1)).is_ok());
+        let signer = MailAuthDkim.open("example.org", "s1", &pair.private_der).unwrap();
+        assert!(signer.signature(b"From: a@example.org\r\n\r\nx\r\n").is_ok());
         let missing = OpensslKeyMaker { program: "/nonexistent/openssl".into() }.make().unwrap_err();
         assert!(missing.to_string().contains("install the openssl package"), "{missing}");
     }

@@ -12,7 +12,7 @@ use super::MailingError;
 use super::Service;
 use super::lists;
 use super::model::{BounceSource, CopyId, ListId, MailingList, Member, MemberId, MemberStatus, Permanence};
-use super::model::{HeaderField, PostCopySpec, ReadMail, RebuiltPost};
+use super::model::{HeaderField, PostCopySpec, ReadMail, RebuiltPost, SendCopySpec};
 use super::ports::{NewBounce, Tx};
 use super::state::{self, MemberState, Trigger};
 use super::views;
@@ -23,7 +23,8 @@ use recognise::{Parsed, Verdict};
 use serde_json::json;
 
 /// The MIME port (mail-parser and mail-builder, in `adapters/mime.rs`): reads received messages
-/// for bounces, posts, requests and moderation, and rebuilds a post for its copies. The rules
+/// for bounces, posts, requests and moderation, rebuilds a post and builds an API send for their
+/// copies. The rules
 /// work on what it gives; no rule parses or writes MIME itself.
 pub trait MimeReader: Send + Sync {
     /// A message flattened into its parts, for bounce recognition. `None` when the bytes hold
@@ -39,6 +40,9 @@ pub trait MimeReader: Send + Sync {
     /// the footer added, `From`, `To`, `Cc`, `Subject`, `Date`, `Message-ID`, `In-Reply-To`,
     /// `References` and `Reply-To` written. `None` when the post does not parse.
     fn rebuild_post(&self, raw: &[u8], spec: &PostCopySpec<'_>) -> Option<RebuiltPost>;
+    /// The copies of an API send as `spec` says: `From`, `Subject`, `Date`, `Message-ID`,
+    /// `Reply-To`, the list fields, and the text and HTML bodies (`To` is each copy's own).
+    fn build_send(&self, spec: &SendCopySpec<'_>) -> RebuiltPost;
 }
 
 pub const REENABLE: &str = "reenable";

@@ -7,7 +7,7 @@
 use super::MailingError;
 use super::Service;
 use super::bounces::{self, BounceFacts};
-use super::compose::{self, compose};
+use super::compose;
 use super::credentials::{self, CredentialKind};
 use super::members;
 use super::model::{BounceSource, CopyState, MailingList, Permanence, SendRecord, SendState};
@@ -128,17 +128,20 @@ pub fn run_once(app: &Service, cfg: &DeliveryConfig) -> Result<Round, MailingErr
         Ok::<_, MailingError>((prepared, sends, lists, signers, posts, accounts))
     })?;
     let (prepared, sends, lists, signers, posts, accounts) = claimed;
-    // A send made from a post: its copies are built from the post, once for the batch (the
-    // poster's DMARC policy looked up outside any transaction).
-    let templates: HashMap<i64, compose::PostTemplate> = posts
+    // Each send's copies are built once for the batch by the MIME port: from the post for a
+    // send made from one (the poster's DMARC policy looked up outside any transaction), else
+    // from the send's text and HTML (also when the stored post no longer parses).
+    let templates: HashMap<i64, compose::CopyTemplate> = sends
         .iter()
-        .filter_map(|(id, raw)| {
-            let send = sends.get(id)?;
+        .filter_map(|(id, send)| {
             let list = lists.get(&send.list_id.get())?;
-            let poster = super::posts::summarize(&*app.mime, raw, None).from;
-            let domain = poster.as_ref().map(|a| a.domain().as_str());
-            let from = super::dmarc::from_handling(&app.mail_in.dmarc, &*app.egress.dns, list, domain, now);
-            Some((*id, compose::post_template(&*app.mime, list, send, raw, from, now)?))
+            let from_post = posts.get(id).and_then(|raw| {
+                let poster = super::posts::summarize(&*app.mime, raw, None).from;
+                let domain = poster.as_ref().map(|a| a.domain().as_str());
+                let from = super::dmarc::from_handling(&app.mail_in.dmarc, &*app.egress.dns, list, domain, now);
+                compose::post_template(&*app.mime, list, send, raw, from, now)
+            });
+            Some((*id, from_post.unwrap_or_else(|| compose::send_template(&*app.mime, list, send, now))))
         })
         .collect();
     round.claimed = prepared.len() as u64;
@@ -153,24 +156,14 @@ pub fn run_once(app: &Service, cfg: &DeliveryConfig) -> Result<Round, MailingErr
             released.push((copy.id, *until));
             continue;
         }
-        let (Some(send), Some(list)) = (sends.get(&copy.send_id.get()), lists.get(&copy.list_id.get())) else {
+        let (Some(template), Some(list)) = (templates.get(&copy.send_id.get()), lists.get(&copy.list_id.get())) else {
             outcomes.push((copy.id, CopyState::Failed, None, Some("the send or its list is gone".to_owned()), None));
             continue;
         };
         let url = format!("{}/p/unsubscribe/{token}", app.settings.public_url);
         let verp = bounces::verp_token(&app.data_key, copy.id);
-        let mut message = match templates.get(&send.id.get()) {
-            Some(t) => t.copy(list, &verp, &copy.recipient, &url),
-            None => compose(&compose::Copy {
-                list,
-                send,
-                bounce_token: &verp,
-                recipient: &copy.recipient,
-                unsubscribe_url: &url,
-                now,
-            }),
-        };
-        dkim::sign_message(signers.get(&list.domain_id.get()).and_then(Option::as_ref), &mut message, now);
+        let mut message = template.copy(list, &verp, &copy.recipient, &url);
+        dkim::sign_message(signers.get(&list.domain_id.get()).and_then(Option::as_ref), &mut message);
         let transport = match accounts.get(&list_key) {
             None => Arc::clone(&app.mail),
             Some(Ok(account)) => Arc::clone(account),

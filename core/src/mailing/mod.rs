@@ -57,6 +57,8 @@ pub struct Service {
     pub data_key: crate::kernel::sealed::DataKey,
     /// Makes the domains' DKIM key pairs.
     pub dkim: Arc<dyn dkim::DkimKeyMaker>,
+    /// Signs the copies with the domains' keys.
+    pub dkim_signing: Arc<dyn dkim::DkimSigning>,
     /// Mail-account credentials: the keyring, the sessions with accounts, open submission transports.
     pub credentials: credentials::Credentials,
     /// Reads received messages (bounces) into their parts.

@@ -696,10 +696,44 @@ pub struct PostCopySpec<'a> {
     pub from: FromHandling,
     pub footer_text: Option<&'a str>,
     pub footer_html: Option<&'a str>,
+    pub list: ListFields<'a>,
 }
 
-/// A post rebuilt for its copies: the header fields from `From` to `Reply-To` (CRLF-ended) and
-/// the body (the post's MIME tree with the footer, its own `Content-Type` first).
+/// The list header fields every copy carries (RFC 2369, RFC 2919) but the member's own
+/// `List-Unsubscribe`, which each copy adds.
+#[derive(Debug, Clone, Copy)]
+pub struct ListFields<'a> {
+    /// `List-Id`: the list's display name and its id (`news.example.org`).
+    pub id_name: &'a str,
+    pub id: &'a str,
+    /// `List-Post`: `<mailto:news@example.org>`, or `NO` for an announcement list.
+    pub post: &'a str,
+    /// `List-Help`: `<mailto:news-request@example.org?subject=help>`.
+    pub help: &'a str,
+}
+
+/// What the rules decided for the copies of an API send (`POST .../sends`); the MIME port
+/// builds them with it.
+#[derive(Debug, Clone, Copy)]
+pub struct SendCopySpec<'a> {
+    /// `From` (with the display name) and, for `reply_to: list`, `Reply-To`.
+    pub list_address: &'a str,
+    pub list_display_name: &'a str,
+    /// The subject, tagged, without control characters.
+    pub subject: &'a str,
+    pub message_id: &'a str,
+    pub date: &'a str,
+    pub reply_to_list: bool,
+    /// The bodies, footers included: both make a `multipart/alternative`; neither, an empty
+    /// text part.
+    pub text: Option<&'a str>,
+    pub html: Option<&'a str>,
+    pub list: ListFields<'a>,
+}
+
+/// A post rebuilt, or a send built, for its copies: the header fields every copy shares
+/// (CRLF-ended; `To` among them for a post) and the body (the MIME tree with the footer, its own
+/// `Content-Type` first).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RebuiltPost {
     pub head: Vec<u8>,

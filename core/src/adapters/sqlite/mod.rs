@@ -364,6 +364,7 @@ mod tests {
             Arc::new(SqliteStore::open(&dir.path().join(format!("s{i}.db")), 0).unwrap())
         };
         suite::run_all(&|| fresh() as Arc<crate::access::ports::Store>);
+        crate::access::store_suite::run_all(&|| fresh() as Arc<crate::access::ports::Store>);
         crate::mailing::store_suite::run_all(&|| fresh() as Arc<crate::mailing::ports::Store>);
         crate::ocr::store_suite::run_all(&|| fresh() as Arc<crate::ocr::ports::Store>);
     }

@@ -1,0 +1,298 @@
+//! The adapter against a real PostgreSQL server (the harness in `test_server.rs`).
+
+use super::test_server::TestServer;
+use super::*;
+use crate::kernel::{Actor, AuditFilter, NewAuditEntry, Outcome, Page, RequestId, Timestamp};
+use crate::storage::{AuditRepo, in_read, suite};
+use std::sync::Arc;
+
+fn access(s: &PostgresStore) -> &crate::access::ports::Store {
+    s
+}
+
+fn fresh(server: &TestServer) -> (String, PostgresStore) {
+    let url = server.fresh_database().unwrap();
+    let store = PostgresStore::open(&url, 0).unwrap();
+    (url, store)
+}
+
+fn audit(action: &str) -> NewAuditEntry {
+    NewAuditEntry {
+        at: Timestamp::from_unix_secs(1),
+        request_id: RequestId::internal("t"),
+        actor: Actor::default(),
+        action: action.into(),
+        target: "y".into(),
+        outcome: Outcome::Done,
+    }
+}
+
+/// Another server's connection to the same database.
+fn other(url: &str) -> postgres::Client {
+    postgres::Client::connect(url, NoTls).unwrap()
+}
+
+#[test]
+fn passes_the_kernel_and_access_store_suites() {
+    let server = TestServer::start().unwrap();
+    let store = || Arc::new(fresh(&server).1) as Arc<crate::access::ports::Store>;
+    suite::run_all(&store);
+    crate::access::store_suite::run_all(&store);
+}
+
+#[test]
+fn migrates_once_names_the_backend_and_refuses_a_newer_schema() {
+    let server = TestServer::start().unwrap();
+    let (url, store) = fresh(&server);
+    assert!(store.backend().starts_with("postgresql 1"), "{}", store.backend());
+    assert!(store.backend().contains("fsync=on"), "{}", store.backend());
+    suite::commit_keeps_change_audit_and_event_together(access(&store));
+    drop(store);
+    // A second server opening the same database keeps the data and applies nothing again.
+    let store = PostgresStore::open(&url, 1).unwrap();
+    let total = in_read(access(&store), |tx| tx.list_audit(&AuditFilter::default(), Page::default())).unwrap().total;
+    assert_eq!(total, 1);
+    let applied: i64 = other(&url).query_one("SELECT COUNT(*) FROM schema_migrations", &[]).unwrap().get(0);
+    assert_eq!(applied, migrations::known());
+
+    other(&url).execute("INSERT INTO schema_migrations VALUES (999, 'future', 0)", &[]).unwrap();
+    match PostgresStore::open(&url, 0) {
+        Err(StoreError::SchemaTooNew { found: 999, known }) => assert_eq!(known, migrations::latest()),
+        other => panic!("expected SchemaTooNew, got {:?}", other.map(|_| ())),
+    }
+}
+
+#[test]
+fn servers_starting_together_migrate_once() {
+    let server = TestServer::start().unwrap();
+    let url = server.fresh_database().unwrap();
+    let opened: Vec<_> = (0..4)
+        .map(|_| {
+            let url = url.clone();
+            std::thread::spawn(move || PostgresStore::open(&url, 0).map(drop))
+        })
+        .collect();
+    for o in opened {
+        o.join().unwrap().unwrap();
+    }
+    let applied: i64 = other(&url).query_one("SELECT COUNT(*) FROM schema_migrations", &[]).unwrap().get(0);
+    assert_eq!(applied, migrations::known());
+}
+
+#[test]
+fn an_unreachable_server_is_a_clear_error_without_the_password() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("postgres://courrier:s3cret@127.0.0.1:{port}/courrier");
+    let err = PostgresStore::open(&url, 0).map(|_| ()).unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, StoreError::Open { .. }), "{err:?}");
+    assert!(text.contains(&format!("127.0.0.1:{port}")) && !text.contains("s3cret"), "{text}");
+}
+
+#[test]
+fn a_writer_waits_for_another_server_s_writer_and_sees_its_commit() {
+    let server = TestServer::start().unwrap();
+    let url = server.fresh_database().unwrap();
+    let (one, two) = (Arc::new(PostgresStore::open(&url, 0).unwrap()), Arc::new(PostgresStore::open(&url, 0).unwrap()));
+    let mut first = access(&one).write().unwrap();
+    first.append_audit(&audit("first")).unwrap();
+    let second = {
+        let two = Arc::clone(&two);
+        std::thread::spawn(move || {
+            // Its write transaction begins only once the first one has committed: it sees it.
+            let mut tx = access(&two).write().unwrap();
+            let seen = tx.list_audit(&AuditFilter::default(), Page::default()).unwrap().total;
+            tx.append_audit(&audit("second")).unwrap();
+            tx.commit().unwrap();
+            seen
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(!second.is_finished(), "the second writer waits for the write lock");
+    first.commit().unwrap();
+    assert_eq!(second.join().unwrap(), 1, "the second writer saw the first one's commit");
+}
+
+#[test]
+fn a_writer_held_past_the_busy_time_out_is_busy_not_an_error() {
+    let server = TestServer::start().unwrap();
+    let (url, store) = fresh(&server);
+    let mut holder = other(&url);
+    holder.batch_execute(&format!("BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK})")).unwrap();
+    assert_eq!(access(&store).write().err(), Some(StoreError::Busy));
+    holder.batch_execute("ROLLBACK").unwrap();
+    // The connection that waited went back to the pool usable.
+    suite::commit_keeps_change_audit_and_event_together(access(&store));
+}
+
+#[test]
+fn a_failed_statement_makes_commit_fail_instead_of_rolling_back_silently() {
+    let server = TestServer::start().unwrap();
+    let (_, store) = fresh(&server);
+    let mut tx = store.begin(true).unwrap();
+    tx.append_audit(&audit("kept?")).unwrap();
+    // A statement that may not fail by a uniqueness rule runs without a savepoint of its own:
+    // its failure aborts the whole transaction in PostgreSQL.
+    let refused = tx.execute("UPDATE audit_log SET outcome = 'maybe'", &[]);
+    assert!(matches!(refused, Err(StoreError::Backend(_))), "{refused:?}");
+    assert!(matches!(tx.commit(), Err(StoreError::Backend(_))));
+    let total = in_read(access(&store), |tx| tx.list_audit(&AuditFilter::default(), Page::default())).unwrap().total;
+    assert_eq!(total, 0);
+}
+
+#[test]
+fn a_read_is_one_snapshot() {
+    let server = TestServer::start().unwrap();
+    let (url, store) = fresh(&server);
+    let mut read = access(&store).read().unwrap();
+    assert_eq!(read.list_audit(&AuditFilter::default(), Page::default()).unwrap().total, 0);
+    suite::commit_keeps_change_audit_and_event_together(access(&PostgresStore::open(&url, 0).unwrap()));
+    assert_eq!(read.list_audit(&AuditFilter::default(), Page::default()).unwrap().total, 0, "same snapshot");
+    assert!(read.append_audit(&audit("x")).is_err(), "a read transaction does not write");
+}
+
+#[test]
+fn the_access_marker_moves_on_access_changes_only_from_any_server() {
+    let server = TestServer::start().unwrap();
+    let (url, store) = fresh(&server);
+    let mut other = other(&url);
+    let a0 = store.access_marker().unwrap();
+    other.execute("DELETE FROM audit_log", &[]).unwrap();
+    suite::commit_keeps_change_audit_and_event_together(access(&store));
+    assert_eq!(store.access_marker().unwrap(), a0, "audit and events are not access");
+    other
+        .execute(
+            "INSERT INTO users (email, email_key, status, created_at, updated_at)
+             VALUES ('a@example.org', 'a@example.org', 'active', 0, 0)",
+            &[],
+        )
+        .unwrap();
+    let a1 = store.access_marker().unwrap();
+    assert!(a1 > a0, "a new user");
+    other.execute("INSERT INTO roles (user_id, kind, granted_at) SELECT id, 'site_admin', 0 FROM users", &[]).unwrap();
+    let a2 = store.access_marker().unwrap();
+    assert!(a2 > a1, "a role");
+    other
+        .execute(
+            "INSERT INTO api_keys (user_id, name, prefix, secret_hash, scope_kind, perms, rate_limit_per_min, created_at)
+             SELECT id, 'k', 'p', 'h', 'user', 1, 10, 0 FROM users",
+            &[],
+        )
+        .unwrap();
+    let a3 = store.access_marker().unwrap();
+    assert!(a3 > a2, "a key");
+    other.execute("UPDATE api_keys SET revoked_at = 1", &[]).unwrap();
+    assert!(store.access_marker().unwrap() > a3, "a revocation");
+    let a4 = store.access_marker().unwrap();
+    other.execute("DELETE FROM roles", &[]).unwrap();
+    assert!(store.access_marker().unwrap() > a4, "a role taken away");
+}
+
+#[test]
+fn the_change_marker_moves_on_a_commit_from_any_server() {
+    let server = TestServer::start().unwrap();
+    let (url, store) = fresh(&server);
+    let m0 = store.change_marker().unwrap();
+    other(&url)
+        .execute("INSERT INTO outbox_events (public_id, name, at, data) VALUES ('e', 'x', 0, '{}')", &[])
+        .unwrap();
+    assert_ne!(store.change_marker().unwrap(), m0);
+}
+
+#[test]
+fn a_role_is_held_on_a_domain_or_list_that_exists() {
+    let server = TestServer::start().unwrap();
+    let (url, store) = fresh(&server);
+    other(&url)
+        .batch_execute(
+            "INSERT INTO domains (name, status, default_subscription_policy, created_at, updated_at)
+             VALUES ('example.org', 'active', 'confirm', 0, 0);
+             INSERT INTO lists (domain_id, name, display_name, kind, status, subscription_policy, posting_policy,
+                                reply_to, bounce_disable_score, digest_frequency, max_message_kb, created_at, updated_at)
+             SELECT id, 'news', 'News', 'announce', 'active', 'confirm', 'owners', 'list', 5, 'daily', 1024, 0, 0
+             FROM domains",
+        )
+        .unwrap();
+    use crate::access::model::Role;
+    use crate::kernel::{DomainName, ListName};
+    let d = DomainName::parse("example.org").unwrap();
+    let exists = |role: Role| in_read(access(&store), |tx| tx.role_scope_exists(&role)).unwrap();
+    assert!(exists(Role::DomainAdmin(d.clone())));
+    assert!(exists(Role::Owner(d.clone(), ListName::parse("news").unwrap())));
+    assert!(!exists(Role::Moderator(d, ListName::parse("jobs").unwrap())));
+}
+
+#[test]
+fn the_test_server_is_removed_on_drop() {
+    let server = TestServer::start().unwrap();
+    let (dir, port) = (server.socket_dir().to_owned(), server.port());
+    drop(server);
+    assert!(!dir.exists(), "{} is left", dir.display());
+    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err(), "the server still listens on {port}");
+}
+
+/// Two servers on one database, each with its own key cache: a key one of them revoked is refused
+/// by the other at its next request, its cached entry no longer trusted (issue 25).
+#[test]
+fn a_key_revoked_on_one_server_is_refused_by_the_other_at_its_next_request() {
+    use crate::access::keys::{self, NewKey};
+    use crate::access::principal::{self, Credential, Principal, RequestCtx};
+    use crate::access::users::{self, NewUser};
+    use crate::kernel::{Clock, EmailAddress};
+    use crate::testing::{FixedClock, RecordingTransport};
+    let server = TestServer::start().unwrap();
+    let url = server.fresh_database().unwrap();
+    let clock: Arc<dyn Clock> = Arc::new(FixedClock::at(Timestamp::from_unix_secs(1_700_000_000)));
+    let mail = Arc::new(RecordingTransport::default());
+    let service =
+        || crate::testing::access(Arc::new(PostgresStore::open(&url, 0).unwrap()), clock.clone(), mail.clone());
+    let (one, two) = (service(), service());
+    let (operator, ctx) = (Principal::operator(), RequestCtx::cli());
+    let new =
+        NewUser { email: EmailAddress::parse("ann@example.org").unwrap(), profile: Default::default(), password: None };
+    let (user, _) = users::create(&one, &operator, &ctx, new).unwrap();
+    let request = NewKey::parse("k".into(), "user", None, None, &["read".into()], None, None).unwrap();
+    let key = keys::create_for(&one, &operator, &ctx, &user, &[], request).unwrap();
+    let credential = Credential::ApiKey(key.secret.clone());
+
+    principal::authenticate(&two, &credential, false).unwrap();
+    assert!(matches!(principal::authenticate_cached_key(&two, &key.secret), Some(Ok(_))), "the other server caches it");
+    keys::revoke(&one, &operator, &ctx, key.key.id).unwrap();
+    assert!(principal::authenticate_cached_key(&two, &key.secret).is_none(), "its cache no longer answers");
+    assert!(principal::authenticate(&two, &credential, false).is_err(), "and the store says revoked");
+}
+
+/// The access rules over PostgreSQL, across two servers: an account opened on one exists for the
+/// other (a second opening is a conflict), its session opened on one is accepted by the other, and
+/// once signed out there, refused by the first.
+#[test]
+fn a_session_opened_on_one_server_is_seen_and_ended_on_the_other() {
+    use crate::access::AccessError;
+    use crate::access::model::Role;
+    use crate::access::principal::{self, Credential, Principal, RequestCtx};
+    use crate::access::{roles, sessions, users};
+    use crate::kernel::{Clock, EmailAddress};
+    use crate::testing::{FixedClock, RecordingTransport};
+    let server = TestServer::start().unwrap();
+    let url = server.fresh_database().unwrap();
+    let clock: Arc<dyn Clock> = Arc::new(FixedClock::at(Timestamp::from_unix_secs(1_700_000_000)));
+    let mail = Arc::new(RecordingTransport::default());
+    let service =
+        || crate::testing::access(Arc::new(PostgresStore::open(&url, 0).unwrap()), clock.clone(), mail.clone());
+    let (one, two) = (service(), service());
+    let (operator, ctx) = (Principal::operator(), RequestCtx::cli());
+    let new = |password: Option<&str>| users::NewUser {
+        email: EmailAddress::parse("admin@example.org").unwrap(),
+        profile: Default::default(),
+        password: password.map(str::to_owned),
+    };
+    let (user, _) = users::create(&one, &operator, &ctx, new(Some("a long enough password"))).unwrap();
+    roles::grant(&one, &operator, &ctx, user.id, Role::SiteAdmin).unwrap();
+    assert!(matches!(users::create(&two, &operator, &ctx, new(None)), Err(AccessError::Conflict(_))));
+
+    let token = sessions::login(&two, &ctx, "admin@example.org", "a long enough password").unwrap().token;
+    let credential = Credential::Session { token: token.clone(), csrf: None };
+    assert!(principal::authenticate(&one, &credential, false).unwrap().is_site_admin());
+    sessions::logout(&one, &ctx, &token).unwrap();
+    assert!(matches!(principal::authenticate(&two, &credential, false), Err(AccessError::Unauthenticated)));
+}
