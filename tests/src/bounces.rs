@@ -3,8 +3,9 @@
 //! one copy scores its member, at most once a day; the list's threshold disables the member, who
 //! then gets nothing of the next send; `member.bounced` reaches a webhook; the administrator
 //! re-enables (API and CLI), and so does the subscriber through the mailed link in a browser; a
-//! 5xx of the receiving server scores like a DSN. DSNs arrive over LMTP at `news-bounces+<copy>@`
-//! as an MTA hands them over, and the mail-in pipeline gives them to `bounces::receive_inbound`.
+//! 5xx of the receiving server scores like a DSN. DSNs arrive over LMTP at `news-bounces+<token>@`
+//! (the token read from the copy's return path) as an MTA hands them over, and the mail-in
+//! pipeline processes them with the bounce rules.
 
 use crate::access::{bearer, call, make_key, make_list, make_user};
 use crate::members::events;

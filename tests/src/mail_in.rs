@@ -479,6 +479,68 @@ fn a_server_killed_after_its_250_posts_the_message_once_after_the_restart() {
     drop(app);
 }
 
+/// What the database of a stopped or running server says: the inbound messages still waiting,
+/// each message's state and outcome (ids 1..=n), and the `send.submitted` events.
+fn inbound_record(dir: &std::path::Path, n: i64) -> (usize, Vec<(InboundState, Option<String>)>, usize) {
+    use courrier_core::mailing::ports::Tx;
+    let store = courrier_core::adapters::sqlite::SqliteStore::open(&dir.join("courrier.db"), 0).unwrap();
+    let store: &dyn courrier_core::storage::Store<dyn Tx> = &store;
+    in_read(store, |tx| {
+        let waiting = tx.inbound_waiting(None, 10_000)?.len();
+        let mut states = Vec::new();
+        for id in 1..=n {
+            let m = tx.inbound_by_id(InboundId::from_stored(id))?.expect("stored");
+            states.push((m.state, m.outcome));
+        }
+        let events = tx.events_after(None, 100_000)?;
+        Ok::<_, courrier_core::storage::StoreError>((
+            waiting,
+            states,
+            events.iter().filter(|e| e.name == EventName::SendSubmitted).count(),
+        ))
+    })
+    .unwrap()
+}
+
+#[test]
+fn a_server_killed_in_the_middle_of_a_batch_posts_each_stored_post_once_after_the_restart() {
+    const N: i64 = 150;
+    let sink = SmtpSink::start();
+    let url = sink.url();
+    let dir = prepared_dir(1);
+    let storing = [("COURRIER_SMTP_URL", url.as_str()), ("COURRIER_DELIVERY_WORKERS", "0"), ("COURRIER_LOG", "warn")];
+    let app = courrier_tests::harness::ProcessApp::spawn_in(dir, &storing);
+    let mut c = Lmtp::connect(app.lmtp);
+    for i in 0..N {
+        let reply =
+            c.post("ann@example.net", &message("ann@example.net", &format!("b{i}@x"), &format!("Post {i}"), ""));
+        assert!(reply.starts_with("250"), "{reply}");
+    }
+    let dir = app.crash();
+    assert_eq!(inbound_record(dir.path(), N).0, N as usize, "all stored, none processed");
+    // Processing runs in batches (one transaction each); the server is killed as soon as it has
+    // visibly begun (the first copy at the sink), wherever that falls.
+    let working = [("COURRIER_SMTP_URL", url.as_str()), ("COURRIER_LOG", "warn")];
+    let app = courrier_tests::harness::ProcessApp::spawn_in(dir, &working);
+    sink.wait_for(1, Duration::from_secs(60));
+    let dir = app.crash();
+    let (waiting, states, submitted) = inbound_record(dir.path(), N);
+    let done = states.iter().filter(|(s, _)| *s == InboundState::Done).count();
+    assert_eq!(done + waiting, N as usize);
+    assert_eq!(submitted, done, "what committed is exactly the processed posts' sends");
+    let app = courrier_tests::harness::ProcessApp::spawn_in(dir, &working);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while inbound_record(app.dir.path(), N).0 > 0 {
+        assert!(Instant::now() < deadline, "the posts left waiting were not processed after the restart");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let dir = app.crash();
+    let (waiting, states, submitted) = inbound_record(dir.path(), N);
+    assert_eq!(waiting, 0);
+    assert!(states.iter().all(|(s, o)| *s == InboundState::Done && o.as_deref() == Some("posted")), "{states:?}");
+    assert_eq!(submitted, N as usize, "each post became one send, none twice");
+}
+
 /// A scratch Postfix of its own (config, queue and data directories in a temporary directory,
 /// never the system's), listening for SMTP on 127.0.0.1:`port`, routing `example.org` to
 /// Courrier's LMTP port by a transport map. Stopped on drop.

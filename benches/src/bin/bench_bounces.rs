@@ -331,26 +331,39 @@ fn describe(found: &[(String, Permanence)]) -> String {
 // DSNs over LMTP
 // ---------------------------------------------------------------------------------------------
 
-/// A sink that takes every message (the copies of the send, the digest-less posts' copies).
-fn sink() -> Result<u16, String> {
+/// The return path and recipient of every message a sink took.
+type Envelopes = std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>;
+
+/// A sink that takes every message (the copies of the send, the digest-less posts' copies),
+/// keeping each one's envelope: a copy's return path carries its VERP token, which only the
+/// server can make (a keyed tag), so the DSNs are addressed to what the copies carried.
+fn sink() -> Result<(u16, Envelopes), String> {
     let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no sink port: {e}"))?;
     let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+    let envelopes = Envelopes::default();
+    let kept = envelopes.clone();
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
+            let kept = kept.clone();
             std::thread::spawn(move || {
-                let _ = sink_session(stream);
+                let _ = sink_session(stream, &kept);
             });
         }
     });
-    Ok(port)
+    Ok((port, envelopes))
 }
 
-fn sink_session(stream: TcpStream) -> std::io::Result<()> {
+fn sink_session(stream: TcpStream, envelopes: &Envelopes) -> std::io::Result<()> {
     stream.set_nodelay(true)?;
     let mut out = stream.try_clone()?;
     let mut input = BufReader::new(stream);
     out.write_all(b"220 sink ESMTP\r\n")?;
     let mut line = Vec::new();
+    let (mut from, mut to) = (String::new(), Vec::new());
+    let path = |line: &[u8]| {
+        let l = String::from_utf8_lossy(line);
+        l.split_once('<').and_then(|(_, r)| r.split_once('>')).map(|(p, _)| p.to_owned()).unwrap_or_default()
+    };
     loop {
         line.clear();
         if input.read_until(b'\n', &mut line)? == 0 {
@@ -359,6 +372,15 @@ fn sink_session(stream: TcpStream) -> std::io::Result<()> {
         let verb = line.get(..4).map(|v| v.to_ascii_uppercase()).unwrap_or_default();
         match verb.as_slice() {
             b"EHLO" => out.write_all(b"250-sink\r\n250-PIPELINING\r\n250 8BITMIME\r\n")?,
+            b"MAIL" => {
+                from = path(&line);
+                to.clear();
+                out.write_all(b"250 ok\r\n")?;
+            }
+            b"RCPT" => {
+                to.push(path(&line));
+                out.write_all(b"250 ok\r\n")?;
+            }
             b"DATA" => {
                 out.write_all(b"354 go ahead\r\n")?;
                 loop {
@@ -369,6 +391,9 @@ fn sink_session(stream: TcpStream) -> std::io::Result<()> {
                     if line == b".\r\n" || line == b".\n" {
                         break;
                     }
+                }
+                if let Ok(mut kept) = envelopes.lock() {
+                    kept.extend(to.drain(..).map(|t| (from.clone(), t)));
                 }
                 out.write_all(b"250 queued\r\n")?;
             }
@@ -431,8 +456,7 @@ fn burst(port: u16, sessions: u64, from: &str, messages: Vec<(String, String)>) 
     Ok(t.elapsed())
 }
 
-fn dsn(i: u64) -> String {
-    let to = format!("m{i}@example.net");
+fn dsn(to: &str) -> String {
     format!(
         "From: Mail Delivery System <MAILER-DAEMON@mx.example.net>\r\nTo: bench-bounces@{DOMAIN}\r\n\
          Subject: Undelivered Mail Returned to Sender\r\nAuto-Submitted: auto-replied\r\nMIME-Version: 1.0\r\n\
@@ -483,7 +507,7 @@ fn lmtp(opts: &Options, scratch: &Path) -> Result<String, String> {
     create_bench_user(&opts.courrier, &data, true)?;
     let key =
         create_api_key(&opts.courrier, &data, "bench-bounces", "read,members:write,send,moderate,manage", 100_000)?;
-    let (port, lmtp_port, smtp) = (free_port()?, free_port()?, sink()?);
+    let (port, lmtp_port, (smtp, envelopes)) = (free_port()?, free_port()?, sink()?);
     let mut cmd = serve_command(&opts.courrier, &data, port);
     cmd.env("COURRIER_LMTP_LISTEN", format!("127.0.0.1:{lmtp_port}"))
         .env("COURRIER_PUBLIC_URL", "https://lists.example.org")
@@ -509,7 +533,7 @@ fn lmtp(opts: &Options, scratch: &Path) -> Result<String, String> {
     import("bench", opts.dsns)?;
     import("posts", 10)?;
 
-    // The send whose copies bounce: copies 1..=N of a fresh database, one per member in id order.
+    // The send whose copies bounce, one per member; the sink keeps their return paths.
     let body = serde_json::json!({ "subject": "Bench", "text": "Hello" });
     let (status, answer) = api.post_json(&format!("/api/v1/domains/{DOMAIN}/lists/bench/sends"), &body, &[])?;
     check_status("POST sends", status, &answer, &[202])?;
@@ -529,8 +553,17 @@ fn lmtp(opts: &Options, scratch: &Path) -> Result<String, String> {
     }
 
     let db = data.join("courrier.db");
-    let dsns: Vec<(String, String)> =
-        (0..opts.dsns).map(|i| (format!("bench-bounces+{}@{DOMAIN}", i + 1), dsn(i))).collect();
+    // One DSN per copy, to the return path it carried, naming its recipient.
+    let dsns: Vec<(String, String)> = envelopes
+        .lock()
+        .map_err(|_| "the sink's envelopes are poisoned".to_owned())?
+        .iter()
+        .filter(|(from, _)| from.starts_with("bench-bounces+"))
+        .map(|(from, to)| (from.clone(), dsn(to)))
+        .collect();
+    if dsns.len() as u64 != opts.dsns {
+        return Err(format!("the sink saw {} copies of the send, not {}", dsns.len(), opts.dsns));
+    }
     let t = Instant::now();
     let dsn_accepted = burst(lmtp_port, opts.sessions, "", dsns)?;
     let dsn_done = drained(&db, t, &mut server)?;

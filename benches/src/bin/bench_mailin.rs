@@ -149,9 +149,24 @@ fn run(opts: &Options) -> Result<(), String> {
     let key = create_api_key(&opts.courrier, &dir, "bench-mailin", "read,members:write,send,moderate,manage", 100_000)?;
     // Copies of posts and sends go to one smtp-sink that counts them.
     let copies = Sink::start(&opts.smtp_sink, Protocol::Smtp)?;
-    let mut c = Courrier::launch(opts, &dir, &key, copies.port)?;
+    let mut c = Courrier::launch(opts, &dir, &key, copies.port, opts.workers)?;
     if opts.accept {
-        println!("{}", accept_scenario(opts, &mut c)?);
+        // A second server with processing paused (no workers: it stores, processes nothing): the
+        // store alone, without the processing and delivery that share its write lane.
+        let paused_dir = scratch.path().join("paused");
+        std::fs::create_dir_all(&paused_dir).map_err(|e| format!("cannot create {}: {e}", paused_dir.display()))?;
+        create_bench_user(&opts.courrier, &paused_dir, true)?;
+        let paused_key = create_api_key(
+            &opts.courrier,
+            &paused_dir,
+            "bench-mailin",
+            "read,members:write,send,moderate,manage",
+            1000,
+        )?;
+        let mut paused = Courrier::launch(opts, &paused_dir, &paused_key, copies.port, 0)?;
+        let floor_dir = scratch.path().join("floor");
+        std::fs::create_dir_all(&floor_dir).map_err(|e| format!("cannot create {}: {e}", floor_dir.display()))?;
+        println!("{}", accept_scenario(opts, &mut c, &mut paused, &floor_dir)?);
     }
     if opts.latency {
         println!("{}", latency_scenario(opts, &mut c, &copies)?);
@@ -278,13 +293,13 @@ struct Courrier {
 }
 
 impl Courrier {
-    fn launch(opts: &Options, dir: &Path, key: &str, smtp_port: u16) -> Result<Self, String> {
+    fn launch(opts: &Options, dir: &Path, key: &str, smtp_port: u16, workers: u64) -> Result<Self, String> {
         let (port, lmtp) = (free_port()?, free_port()?);
         let mut cmd = serve_command(&opts.courrier, dir, port);
         cmd.env("COURRIER_PUBLIC_URL", "https://lists.example.org")
             .env("COURRIER_SMTP_URL", format!("smtp://127.0.0.1:{smtp_port}"))
             .env("COURRIER_LMTP_LISTEN", format!("127.0.0.1:{lmtp}"))
-            .env("COURRIER_DELIVERY_WORKERS", opts.workers.to_string())
+            .env("COURRIER_DELIVERY_WORKERS", workers.to_string())
             .env("COURRIER_OCR_WORKERS", "1");
         let mut server = Server::start("courrier", cmd, port, dir.join("server.log"))?.terminate_on_drop();
         server.wait_healthy()?;
@@ -333,14 +348,21 @@ fn source_lmtp(opts: &Options, port: u16, count: u64, to: &str) -> Result<Durati
     Ok(took)
 }
 
-fn accept_scenario(opts: &Options, c: &mut Courrier) -> Result<String, String> {
+fn accept_scenario(
+    opts: &Options,
+    c: &mut Courrier,
+    paused: &mut Courrier,
+    floor_dir: &Path,
+) -> Result<String, String> {
     let started = (SystemTime::now(), loadavg());
     let (n, list) = (opts.posts, "accept");
     c.list_with_members(list, opts.accept_members)?;
+    paused.list_with_members(list, opts.accept_members)?;
     let to = format!("{list}@{DOMAIN}");
     let bare = Sink::start(&opts.smtp_sink, Protocol::Lmtp)?;
+    let floor = Floor::create(&floor_dir.join("floor.db"))?;
     let mut rounds = Vec::new();
-    let mut stored_before = 0;
+    let (mut stored_before, mut paused_before) = (0, 0);
     for round in 1..=opts.rounds {
         eprintln!("accept round {round}/{}: smtp-source -L into smtp-sink -L, {n} posts", opts.rounds);
         let before = bare.messages();
@@ -357,7 +379,24 @@ fn accept_scenario(opts: &Options, c: &mut Courrier) -> Result<String, String> {
         }
         stored_before = stored;
         eprintln!("  {:.2} s", t.as_secs_f64());
-        rounds.push((b, t));
+        eprintln!("accept round {round}/{}: the same into courrier with processing paused", opts.rounds);
+        let p = source_lmtp(opts, paused.lmtp, n, &to)?;
+        paused.server.check_alive()?;
+        let stored = count_inbound(&paused.db)?;
+        if stored - paused_before != n {
+            return Err(format!("courrier (paused) stored {} posts, not {n}", stored - paused_before));
+        }
+        paused_before = stored;
+        eprintln!("  {:.2} s", p.as_secs_f64());
+        eprintln!("accept round {round}/{}: floor, bare rusqlite inserts of the same rows", opts.rounds);
+        let (alone, grouped) = floor.run(n, opts.sessions, opts.size)?;
+        eprintln!(
+            "  {:.2} s one commit each, {:.2} s {} rows a commit",
+            alone.as_secs_f64(),
+            grouped.as_secs_f64(),
+            opts.sessions
+        );
+        rounds.push([b, t, p, alone, grouped]);
     }
     let rate = |d: &Duration| n as f64 / d.as_secs_f64();
     let mut out = String::new();
@@ -365,30 +404,52 @@ fn accept_scenario(opts: &Options, c: &mut Courrier) -> Result<String, String> {
         writeln!(out, "### accept{} ({} UTC, load average {} at its start)", smoke(opts), utc(started.0), started.1);
     let _ = writeln!(
         out,
-        "`smtp-source -L -d -s {} -m {n} -l {} -f {POSTER} -t {to} 127.0.0.1:PORT` into Postfix's `smtp-sink -L` \
+        "`smtp-source -L -d -s {s} -m {n} -l {} -f {POSTER} -t {to} 127.0.0.1:PORT` into Postfix's `smtp-sink -L` \
          (accepts, stores nothing), then into `courrier serve`'s LMTP server (each post stored durably before its \
          250; the list has {} members and posting open; `COURRIER_DELIVERY_WORKERS={}` process and deliver the \
-         posts meanwhile to an `smtp-sink`). Wall time of smtp-source.",
-        opts.sessions, opts.size, opts.accept_members, opts.workers
+         posts meanwhile to an `smtp-sink`), then into a second server with processing paused \
+         (`COURRIER_DELIVERY_WORKERS=0`: it stores and does nothing else). Wall time of smtp-source. Floor: the same \
+         {n} rows ({} bytes each, the inbound table's columns) inserted by bare rusqlite into a WAL database with \
+         `synchronous=FULL`, by {s} threads each committing every row alone (`BEGIN IMMEDIATE`, `INSERT`, \
+         `COMMIT`), and by one thread committing {s} rows at a time (what {s} sessions waiting for their 250 can \
+         share at best: a durable store before the reply caps the rate at {s} messages per fsync).",
+        opts.size,
+        opts.accept_members,
+        opts.workers,
+        opts.size,
+        s = opts.sessions,
     );
     let _ = writeln!(out);
-    let _ = writeln!(out, "| round | smtp-sink -L | posts/s | courrier | posts/s | ratio courrier/smtp-sink |");
-    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|");
-    for (i, (b, t)) in rounds.iter().enumerate() {
+    let _ = writeln!(
+        out,
+        "| round | smtp-sink -L | courrier | courrier, processing paused | floor: {s} threads, a commit each | floor: {s} rows a commit | courrier/smtp-sink | paused/smtp-sink | {s}-rows floor/smtp-sink |",
+        s = opts.sessions
+    );
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (i, r) in rounds.iter().enumerate() {
         let _ = writeln!(
             out,
-            "| {} | {:.2} s | {:.0} | {:.2} s | {:.0} | {:.2} |",
+            "| {} | {:.0}/s | {:.0}/s | {:.0}/s | {:.0}/s | {:.0}/s | {:.2} | {:.2} | {:.2} |",
             i + 1,
-            b.as_secs_f64(),
-            rate(b),
-            t.as_secs_f64(),
-            rate(t),
-            rate(t) / rate(b)
+            rate(&r[0]),
+            rate(&r[1]),
+            rate(&r[2]),
+            rate(&r[3]),
+            rate(&r[4]),
+            rate(&r[1]) / rate(&r[0]),
+            rate(&r[2]) / rate(&r[0]),
+            rate(&r[4]) / rate(&r[0]),
         );
     }
-    let (bm, cm) =
-        (median(rounds.iter().map(|r| rate(&r.0)).collect()), median(rounds.iter().map(|r| rate(&r.1)).collect()));
-    let _ = writeln!(out, "| **median** | | **{bm:.0}** | | **{cm:.0}** | **{:.2}** |", cm / bm);
+    let med = |k: usize| median(rounds.iter().map(|r| rate(&r[k])).collect());
+    let (bm, cm, pm, am, gm) = (med(0), med(1), med(2), med(3), med(4));
+    let _ = writeln!(
+        out,
+        "| **median** | **{bm:.0}/s** | **{cm:.0}/s** | **{pm:.0}/s** | **{am:.0}/s** | **{gm:.0}/s** | **{:.2}** | **{:.2}** | **{:.2}** |",
+        cm / bm,
+        pm / bm,
+        gm / bm
+    );
     let _ = writeln!(out);
     let verdict = if opts.smoke {
         "smoke size, no verdict"
@@ -399,10 +460,92 @@ fn accept_scenario(opts: &Options, c: &mut Courrier) -> Result<String, String> {
     };
     let _ = writeln!(
         out,
-        "ratio courrier/smtp-sink -L (median posts/s): {:.2} (target >= {ACCEPT_TARGET}: {verdict})",
-        cm / bm
+        "ratio courrier/smtp-sink -L (median posts/s): {:.2} (target >= {ACCEPT_TARGET}: {verdict}); processing paused {:.2}; \
+         the {}-rows-a-commit floor {:.2}",
+        cm / bm,
+        pm / bm,
+        opts.sessions,
+        gm / bm
     );
     Ok(out)
+}
+
+/// The floor of a durable store: bare rusqlite inserting rows like the inbound store's into a
+/// WAL database with `synchronous=FULL` (courrier's settings), no server, no parsing, no lane.
+struct Floor {
+    path: PathBuf,
+}
+
+impl Floor {
+    fn open(path: &Path) -> Result<rusqlite::Connection, String> {
+        let e = |e: rusqlite::Error| format!("floor database {}: {e}", path.display());
+        let conn = rusqlite::Connection::open(path).map_err(e)?;
+        conn.busy_timeout(Duration::from_secs(30)).map_err(e)?;
+        conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;").map_err(e)?;
+        Ok(conn)
+    }
+
+    fn create(path: &Path) -> Result<Self, String> {
+        Self::open(path)?
+            .execute_batch(
+                "CREATE TABLE inbound (id INTEGER PRIMARY KEY, list_id INTEGER NOT NULL, role TEXT NOT NULL,
+                     bounce_token TEXT, recipient TEXT NOT NULL, envelope_from TEXT, raw BLOB NOT NULL,
+                     size INTEGER NOT NULL, received_at INTEGER NOT NULL, state TEXT NOT NULL, outcome TEXT,
+                     processed_at INTEGER);
+                 CREATE INDEX inbound_waiting ON inbound (id) WHERE state = 'received';",
+            )
+            .map_err(|e| format!("floor schema: {e}"))?;
+        Ok(Self { path: path.to_owned() })
+    }
+
+    fn insert(conn: &rusqlite::Connection, raw: &[u8]) -> rusqlite::Result<()> {
+        conn.prepare_cached(
+            "INSERT INTO inbound (list_id, role, recipient, envelope_from, raw, size, received_at, state)
+             VALUES (1, 'post', 'accept@example.org', 'poster@example.net', ?1, ?2, ?3, 'received')",
+        )?
+        .execute(rusqlite::params![raw, raw.len() as i64, 1_800_000_000_000_000_i64])
+        .map(drop)
+    }
+
+    /// `n` rows: by `threads` threads committing each alone, then by one thread `threads` at a
+    /// time. The two wall times.
+    fn run(&self, n: u64, threads: u64, size: u64) -> Result<(Duration, Duration), String> {
+        let raw = vec![b'x'; usize::try_from(size).unwrap_or(10_240)];
+        let t = Instant::now();
+        let workers: Vec<_> = (0..threads)
+            .map(|i| {
+                let (path, raw) = (self.path.clone(), raw.clone());
+                let rows = n / threads + u64::from(i < n % threads);
+                std::thread::spawn(move || -> Result<(), String> {
+                    let conn = Self::open(&path)?;
+                    for _ in 0..rows {
+                        conn.execute_batch("BEGIN IMMEDIATE")
+                            .and_then(|()| Self::insert(&conn, &raw))
+                            .and_then(|()| conn.execute_batch("COMMIT"))
+                            .map_err(|e| format!("floor insert: {e}"))?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join().map_err(|_| "a floor thread panicked".to_owned())??;
+        }
+        let alone = t.elapsed();
+        let conn = Self::open(&self.path)?;
+        let t = Instant::now();
+        let mut left = n;
+        while left > 0 {
+            let k = left.min(threads);
+            conn.execute_batch("BEGIN IMMEDIATE").map_err(|e| format!("floor: {e}"))?;
+            for _ in 0..k {
+                Self::insert(&conn, &raw).map_err(|e| format!("floor insert: {e}"))?;
+            }
+            conn.execute_batch("COMMIT").map_err(|e| format!("floor: {e}"))?;
+            left -= k;
+        }
+        Ok((alone, t.elapsed()))
+    }
 }
 
 /// The inbound store's size, read from the server's database file (WAL: a reader beside it).

@@ -412,7 +412,7 @@ mod tests {
             post_template(&MailParserReader, &l, &send, raw.as_bytes(), from, Timestamp::from_unix_secs(1_795_425_649))
                 .unwrap();
         let to = EmailAddress::parse("bob@example.com").unwrap();
-        let m = t.copy(&l, 42, &to, "https://lists.example.org/p/unsubscribe/tok");
+        let m = t.copy(&l, "42", &to, "https://lists.example.org/p/unsubscribe/tok");
         assert_eq!(m.envelope_from.unwrap().to_string(), "news-bounces+42@example.org");
         String::from_utf8(m.data).unwrap()
     }
@@ -465,7 +465,7 @@ mod tests {
             Timestamp::from_unix_secs(1_795_425_649),
         );
         let to = EmailAddress::parse("ann@example.net").unwrap();
-        let m = t.copy(&l, 42, &to, "https://lists.example.org/p/unsubscribe/tok");
+        let m = t.copy(&l, "42", &to, "https://lists.example.org/p/unsubscribe/tok");
         assert_eq!(m.envelope_from.unwrap().to_string(), "news-bounces+42@example.org");
         assert_eq!(m.recipients, vec![to]);
         let text = String::from_utf8(m.data).unwrap();

@@ -7,11 +7,15 @@
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD_NO_PAD as B64;
 use ring::aead::{self, Aad, CHACHA20_POLY1305, LessSafeKey, Nonce, UnboundKey};
+use ring::hmac;
 
 /// The installation's data key. Its `Debug` shows the id only.
 pub struct DataKey {
     id: String,
     key: LessSafeKey,
+    /// An HMAC-SHA256 key derived from the data key (never the sealing key itself), for the
+    /// tokens the installation hands out and must recognise later ([`DataKey::mac`]).
+    mac: hmac::Key,
 }
 
 impl std::fmt::Debug for DataKey {
@@ -37,7 +41,21 @@ impl DataKey {
         // The id names the key without revealing it: 8 hex digits of its SHA-256.
         let id = super::secrets::sha256_hex(bytes)[..8].to_owned();
         let key = LessSafeKey::new(UnboundKey::new(&CHACHA20_POLY1305, bytes).expect("a 32-byte ChaCha20 key"));
-        Self { id, key }
+        let derived = hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, bytes), b"courrier: mac key v1");
+        let mac = hmac::Key::new(hmac::HMAC_SHA256, derived.as_ref());
+        Self { id, key, mac }
+    }
+
+    /// HMAC-SHA256 of `data` for `purpose` (a tag of one purpose never verifies for another).
+    /// Compare tags with [`super::secrets::constant_time_eq`].
+    pub fn mac(&self, purpose: &str, data: &[u8]) -> [u8; 32] {
+        let mut ctx = hmac::Context::with_key(&self.mac);
+        ctx.update(purpose.as_bytes());
+        ctx.update(&[0]);
+        ctx.update(data);
+        let mut out = [0u8; 32];
+        out.copy_from_slice(ctx.sign().as_ref());
+        out
     }
 
     /// A fresh random key (tests, and the first start of an installation).
@@ -106,5 +124,18 @@ mod tests {
         tampered[last] = if tampered[last] == b'A' { b'B' } else { b'A' };
         assert!(key.open(std::str::from_utf8(&tampered).unwrap(), "webhook:https://a.example/").is_err());
         assert_eq!(key.open("nonsense", "x"), Err(SealError::Malformed));
+    }
+
+    #[test]
+    fn macs_depend_on_the_key_the_purpose_and_the_data() {
+        let (bytes, key) = DataKey::generate();
+        assert_eq!(
+            key.mac("verp", b"42"),
+            DataKey::from_bytes(&bytes).mac("verp", b"42"),
+            "the same key: the same tag"
+        );
+        assert_ne!(key.mac("verp", b"42"), key.mac("verp", b"43"));
+        assert_ne!(key.mac("verp", b"42"), key.mac("other", b"42"));
+        assert_ne!(key.mac("verp", b"42"), DataKey::generate().1.mac("verp", b"42"));
     }
 }

@@ -16,6 +16,7 @@ use super::model::{HeaderField, PostCopySpec, ReadMail, RebuiltPost, SendCopySpe
 use super::ports::{NewBounce, Tx};
 use super::state::{self, MemberState, Trigger};
 use super::views;
+use crate::kernel::sealed::DataKey;
 use crate::kernel::{EmailAddress, EventName, Notice, Timestamp, secrets};
 use crate::storage::{StoreError, in_read, in_write};
 use recognise::{Parsed, Verdict};
@@ -194,105 +195,152 @@ pub enum Received {
 /// A message delivered to `L-bounces+<token>@D` of list `list_id`: recognised and recorded for the
 /// member of the copy the token names, or forwarded to the list's owners.
 pub fn receive(app: &Service, list_id: ListId, token: &str, raw: &[u8]) -> Result<Received, MailingError> {
-    Ok(receive_marking(app, list_id, token, raw, None)?.unwrap_or(Received::NoFailure))
-}
-
-/// A message the LMTP pipeline stored for `L-bounces+<token>@D` (`inbound::Role::Bounces`):
-/// [`receive`]d, and marked done in the same transaction (outcome `bounce`, `no_failure` or
-/// `forwarded`). `None` when another process already handled it.
-pub fn receive_inbound(app: &Service, m: &super::inbound::InboundMessage) -> Result<Option<Received>, MailingError> {
-    let token = match &m.role {
-        super::inbound::Role::Bounces { token } => token.clone().unwrap_or_default(),
-        _ => String::new(),
-    };
-    receive_marking(app, m.list_id, &token, &m.raw, Some(m.id))
-}
-
-fn receive_marking(
-    app: &Service,
-    list_id: ListId,
-    token: &str,
-    raw: &[u8],
-    inbound: Option<super::inbound::InboundId>,
-) -> Result<Option<Received>, MailingError> {
+    let read = read(app, token, raw);
     let now = app.clock.now();
+    let acted = in_write(&*app.store, |tx| act(tx, list_id, &read, None, now))?;
+    // Without an inbound message to mark, `act` always acts.
+    match acted {
+        Some(acted) => after(app, acted, raw, now),
+        None => Ok(Received::NoFailure),
+    }
+}
+
+/// A message at a bounce address as read before any transaction: its parts, the recognition's
+/// verdict, the copy its token names.
+#[derive(Debug, Clone)]
+pub(super) struct ReadBounce {
+    parsed: Parsed,
+    verdict: Verdict,
+    copy_id: Option<CopyId>,
+}
+
+/// Reads and recognises a message at `L-bounces+<token>@D` (no store access: done outside the
+/// write transaction).
+pub(super) fn read(app: &Service, token: &str, raw: &[u8]) -> ReadBounce {
     let parsed = app.mime.read(raw).unwrap_or_default();
     let verdict = recognise::recognise(&parsed);
-    let copy_id = token.parse::<i64>().ok().filter(|id| *id > 0).map(CopyId::from_stored);
-    let done = in_write(&*app.store, |tx| {
-        let Some(list) = tx.list_by_id(list_id)? else { return Err(MailingError::NotFound("list")) };
-        let copy = match copy_id {
-            Some(id) => tx.copy_for_bounce(id)?.filter(|c| c.list_id == list.id),
-            None => None,
-        };
-        let member = match &copy {
-            Some(c) => tx.find_member(c.member_id)?,
-            None => None,
-        };
-        let outcome = match (copy, member, &verdict) {
-            (Some(_), Some(_), Verdict::NoFailure) => Some(Received::NoFailure),
-            (Some(copy), Some(mut member), Verdict::Bounce { dsn, .. }) => {
-                match verdict.for_member(&member.email.to_string()).cloned() {
-                    Some(f) => {
-                        let facts = BounceFacts {
-                            permanence: f.permanence,
-                            source: if *dsn { BounceSource::Dsn } else { BounceSource::Report },
-                            status_code: f.status,
-                            diagnostic: f.diagnostic.map(|d| d.chars().take(1000).collect()),
-                        };
-                        if f.permanence == Permanence::Permanent {
-                            let why = facts.diagnostic.as_deref().or(facts.status_code.as_deref()).unwrap_or("bounced");
-                            tx.mark_copy_bounced(copy.id, why, now)?;
-                        }
-                        Some(Received::Recorded(record(tx, &list, &mut member, Some(copy.id), &facts, now)?))
+    let copy_id = copy_of_token(&app.data_key, token);
+    ReadBounce { parsed, verdict, copy_id }
+}
+
+const VERP_PURPOSE: &str = "verp";
+/// The bytes of the keyed tag a VERP token carries (64 bits: guessing one for a given copy takes
+/// 2^63 tries on average, each a mail to the bounce address).
+const VERP_TAG_BYTES: usize = 8;
+
+/// The token of a copy's return path (`L-bounces+<token>@D`): the copy id and a tag keyed with
+/// the installation's data key, `<id>-<16 hex digits>`. Only this installation can make one, so a
+/// forged DSN cannot name another copy (and score or disable another member) by its id alone.
+pub fn verp_token(key: &DataKey, copy: CopyId) -> String {
+    let id = copy.get().to_string();
+    let mut token = format!("{id}-");
+    secrets::push_hex(&mut token, &key.mac(VERP_PURPOSE, id.as_bytes())[..VERP_TAG_BYTES]);
+    token
+}
+
+/// The copy a VERP token names, when its tag is this installation's (compared in constant time);
+/// `None` for anything else, bare copy ids included.
+pub fn copy_of_token(key: &DataKey, token: &str) -> Option<CopyId> {
+    let (id, _) = token.split_once('-')?;
+    let copy = CopyId::from_stored(id.parse::<i64>().ok().filter(|id| *id > 0)?);
+    let expected = verp_token(key, copy);
+    secrets::constant_time_eq(expected.as_bytes(), token.to_ascii_lowercase().as_bytes()).then_some(copy)
+}
+
+/// What [`act`] did in the transaction; [`after`] finishes it once committed.
+#[derive(Debug, Clone)]
+pub(super) struct Acted {
+    /// The list and the message's subject, when the message is to be forwarded to its owners
+    /// (`outcome` is `None`).
+    forward: Option<(MailingList, String)>,
+    outcome: Option<Received>,
+}
+
+/// Records a bounce-address message in `tx`: the bounce of the member its copy names, or nothing
+/// (to forward); marks the inbound message `inbound` done with the outcome (`bounce`,
+/// `no_failure` or `forwarded`). `None` when `inbound` was already handled (the caller undoes
+/// what this wrote).
+pub(super) fn act(
+    tx: &mut dyn Tx,
+    list_id: ListId,
+    read: &ReadBounce,
+    inbound: Option<super::inbound::InboundId>,
+    now: Timestamp,
+) -> Result<Option<Acted>, MailingError> {
+    let Some(list) = tx.list_by_id(list_id)? else { return Err(MailingError::NotFound("list")) };
+    let copy = match read.copy_id {
+        Some(id) => tx.copy_for_bounce(id)?.filter(|c| c.list_id == list.id),
+        None => None,
+    };
+    let member = match &copy {
+        Some(c) => tx.find_member(c.member_id)?,
+        None => None,
+    };
+    let outcome = match (copy, member, &read.verdict) {
+        (Some(_), Some(_), Verdict::NoFailure) => Some(Received::NoFailure),
+        (Some(copy), Some(mut member), Verdict::Bounce { dsn, .. }) => {
+            match read.verdict.for_member(&member.email.to_string()).cloned() {
+                Some(f) => {
+                    let facts = BounceFacts {
+                        permanence: f.permanence,
+                        source: if *dsn { BounceSource::Dsn } else { BounceSource::Report },
+                        status_code: f.status,
+                        diagnostic: f.diagnostic.map(|d| d.chars().take(1000).collect()),
+                    };
+                    if f.permanence == Permanence::Permanent {
+                        let why = facts.diagnostic.as_deref().or(facts.status_code.as_deref()).unwrap_or("bounced");
+                        tx.mark_copy_bounced(copy.id, why, now)?;
                     }
-                    None => None,
+                    Some(Received::Recorded(record(tx, &list, &mut member, Some(copy.id), &facts, now)?))
                 }
-            }
-            _ => None,
-        };
-        if let Some(id) = inbound {
-            let name = match &outcome {
-                Some(Received::Recorded(_)) => "bounce",
-                Some(Received::NoFailure) => "no_failure",
-                Some(Received::Forwarded(_)) | None => "forwarded",
-            };
-            // Another process took it meanwhile: everything above is undone.
-            if !tx.finish_inbound(id, name, now)? {
-                return Err(MailingError::Conflict(ALREADY_HANDLED.into()));
+                None => None,
             }
         }
-        Ok((list, outcome))
-    });
-    let done = match done {
-        Err(MailingError::Conflict(why)) if why == ALREADY_HANDLED => return Ok(None),
-        other => other?,
+        _ => None,
     };
-    Ok(Some(match done {
-        (_, Some(Received::Recorded(r))) => {
+    if let Some(id) = inbound {
+        let name = match &outcome {
+            Some(Received::Recorded(_)) => "bounce",
+            Some(Received::NoFailure) => "no_failure",
+            Some(Received::Forwarded(_)) | None => "forwarded",
+        };
+        if !tx.finish_inbound(id, name, now)? {
+            return Ok(None);
+        }
+    }
+    let forward = if outcome.is_none() { Some((list, read.parsed.subject.clone())) } else { None };
+    Ok(Some(Acted { forward, outcome }))
+}
+
+/// What follows the commit of [`act`]: the re-enable mail of a member it disabled, or the forward
+/// of an unrecognised message to the owners.
+pub(super) fn after(app: &Service, acted: Acted, raw: &[u8], now: Timestamp) -> Result<Received, MailingError> {
+    Ok(match acted {
+        Acted { outcome: Some(Received::Recorded(r)), .. } => {
             if let Some(mail) = &r.reenable {
                 send_reenable(app, mail, now);
             }
             Received::Recorded(r)
         }
-        (_, Some(other)) => other,
-        (list, None) => Received::Forwarded(forward_to_owners(app, &list, &parsed, raw, now)?),
-    }))
+        Acted { outcome: Some(other), .. } => other,
+        Acted { forward: Some((list, subject)), outcome: None } => {
+            Received::Forwarded(forward_to_owners(app, &list, &subject, raw, now)?)
+        }
+        Acted { forward: None, outcome: None } => Received::Forwarded(0),
+    })
 }
-
-const ALREADY_HANDLED: &str = "the message was already handled";
 
 /// Forwards an unrecognised message to the list's owners, as text (never silently dropped).
 fn forward_to_owners(
     app: &Service,
     list: &MailingList,
-    parsed: &Parsed,
+    subject: &str,
     raw: &[u8],
     now: Timestamp,
 ) -> Result<usize, MailingError> {
     let owners = in_read(&*app.store, |tx| tx.list_owner_emails(list))?;
     let shown = String::from_utf8_lossy(&raw[..raw.len().min(MAX_FORWARDED)]);
-    let subject = format!("Unrecognised message at {}-bounces: {}", list.name, one_line(&parsed.subject));
+    let subject = format!("Unrecognised message at {}-bounces: {}", list.name, one_line(subject));
     let body = format!(
         "A message arrived at the bounce address of {} and was not recognised as a bounce.\n\
          It changed nothing; here it is{}:\n\n{shown}\n",

@@ -18,9 +18,10 @@ pub fn tagged_subject(tag: Option<&str>, subject: &str) -> String {
     }
 }
 
-/// The return path of a copy: `news-bounces+{copy}@example.org`.
-pub fn verp(list: &MailingList, copy_id: i64) -> Option<EmailAddress> {
-    EmailAddress::parse(&format!("{}-bounces+{copy_id}@{}", list.name, list.domain)).ok()
+/// The return path of a copy: `news-bounces+{token}@example.org`, the token naming the copy
+/// (`bounces::verp_token`: the copy id and its keyed tag).
+pub fn verp(list: &MailingList, token: &str) -> Option<EmailAddress> {
+    EmailAddress::parse(&format!("{}-bounces+{token}@{}", list.name, list.domain)).ok()
 }
 
 pub use super::model::FromHandling;
@@ -138,7 +139,7 @@ impl CopyTemplate {
     pub fn copy(
         &self,
         list: &MailingList,
-        copy_id: i64,
+        bounce_token: &str,
         recipient: &EmailAddress,
         unsubscribe_url: &str,
     ) -> OutgoingMessage {
@@ -155,7 +156,7 @@ impl CopyTemplate {
             list.domain
         );
         data.extend_from_slice(&self.body);
-        OutgoingMessage { envelope_from: verp(list, copy_id), recipients: vec![recipient.clone()], data }
+        OutgoingMessage { envelope_from: verp(list, bounce_token), recipients: vec![recipient.clone()], data }
     }
 }
 

@@ -161,7 +161,8 @@ pub fn run_once(app: &Service, cfg: &DeliveryConfig) -> Result<Round, MailingErr
             continue;
         };
         let url = format!("{}/p/unsubscribe/{token}", app.settings.public_url);
-        let mut message = template.copy(list, copy.id.get(), &copy.recipient, &url);
+        let verp = bounces::verp_token(&app.data_key, copy.id);
+        let mut message = template.copy(list, &verp, &copy.recipient, &url);
         dkim::sign_message(signers.get(&list.domain_id.get()).and_then(Option::as_ref), &mut message);
         let transport = match accounts.get(&list_key) {
             None => Arc::clone(&app.mail),

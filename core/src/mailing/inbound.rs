@@ -1,9 +1,11 @@
 //! Mail in: the one pipeline every received message takes, whatever brought it (the LMTP
 //! frontend now, an `ingest` mailbox later). A recipient address names a list and a role
 //! ([`parse_recipient`], [`resolve`]); the message is stored durably ([`store`]) before the
-//! sender is told it was taken, then processed ([`process`]): a post goes through
-//! [`super::posts`]. A message stored and not processed (a crash between the two) is processed
-//! at the next start ([`process_waiting`]), once: its outcome commits with what it did.
+//! sender is told it was taken, then processed ([`process_batch`]: runs of stored messages in one
+//! write transaction, each in its own nested unit): a post goes through [`super::posts`], a
+//! request through [`super::requests`], a bounce through [`super::bounces`]. A message stored and
+//! not processed (a crash between the two) is processed at the next start ([`process_waiting`]),
+//! once: its outcome commits with what it did.
 
 use super::Service;
 use super::model::MailingList;
@@ -182,46 +184,180 @@ pub fn actor() -> (Principal, RequestCtx) {
     (Principal::operator(), RequestCtx { request_id: RequestId::internal("mail-in"), source: None })
 }
 
-/// Processes one stored message by its role. Posts go through [`posts::accept`]; requests,
-/// joins, leaves and owner mail through [`super::requests::accept`]; bounces are left
-/// `received` for their handler.
+/// Processes one stored message by its role: [`process_batch`] of one.
 pub fn process(app: &Service, id: InboundId) -> Result<Processed, super::MailingError> {
-    let Some(m) = in_read(&*app.store, |tx| tx.inbound_by_id(id))? else { return Ok(Processed::AlreadyDone) };
-    if m.state == InboundState::Done {
-        return Ok(Processed::AlreadyDone);
-    }
-    match m.role {
-        Role::Post => match posts::accept(app, &m) {
-            Ok(done) => {
-                // A post just held: its list's owners and moderators are told, once it is committed.
-                if let Some(posts::Outcome::Held(held, _)) = &done {
-                    super::moderation::announce_held(app, m.list_id, *held);
-                }
-                Ok(done.map_or(Processed::AlreadyDone, Processed::Done))
-            }
-            Err(e) => failed(app, id, e),
-        },
-        Role::Request | Role::Join | Role::Leave | Role::Owner => match super::requests::accept(app, &m) {
-            Ok(done) => Ok(done.map_or(Processed::AlreadyDone, Processed::Request)),
-            Err(e) => failed(app, id, e),
-        },
-        Role::Bounces { .. } => match super::bounces::receive_inbound(app, &m) {
-            Ok(done) => Ok(done.map_or(Processed::AlreadyDone, Processed::Bounce)),
-            Err(e) => failed(app, id, e),
-        },
+    Ok(process_batch(app, &[id])?.pop().map_or(Processed::AlreadyDone, |(_, p)| p))
+}
+
+/// A batch of stored messages takes at most this many...
+pub const BATCH_MESSAGES: u32 = 64;
+/// ...and no further message once its transaction has been open this long, so that the LMTP
+/// stores queued behind it on the write lane (which then join its commit) do not wait long.
+pub const BATCH_TIME: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// A stored message as read before the write transaction (parsing holds no lock).
+enum Read {
+    Post(posts::Summary),
+    Request(super::requests::RequestMail),
+    Bounce(super::bounces::ReadBounce),
+}
+
+fn read(app: &Service, m: &InboundMessage) -> Read {
+    match &m.role {
+        Role::Post => Read::Post(posts::summarize(&*app.mime, &m.raw, m.envelope_from.as_deref())),
+        Role::Request | Role::Join | Role::Leave | Role::Owner => {
+            Read::Request(super::requests::read(&*app.mime, &m.raw, m.envelope_from.as_deref()))
+        }
+        Role::Bounces { token } => {
+            Read::Bounce(super::bounces::read(app, token.as_deref().unwrap_or_default(), &m.raw))
+        }
     }
 }
 
-/// A message the rules could not process: a database error is transient (it is processed again
-/// later); anything else is recorded `failed` and logged, so it does not come back at every round.
-fn failed(app: &Service, id: InboundId, e: super::MailingError) -> Result<Processed, super::MailingError> {
-    if let super::MailingError::Store(_) = e {
-        return Err(e);
+/// What a message's unit did in the batch's transaction; what follows its commit.
+enum Acted {
+    Post(posts::Outcome),
+    Request(super::requests::Outcome, super::requests::After),
+    Bounce(super::bounces::Acted),
+}
+
+fn act(
+    app: &Service,
+    tx: &mut dyn super::ports::Tx,
+    m: &InboundMessage,
+    read: &Read,
+    now: crate::kernel::Timestamp,
+) -> Result<Option<Acted>, super::MailingError> {
+    Ok(match read {
+        Read::Post(summary) => posts::act(&*app.mime, tx, m, summary, now)?.map(Acted::Post),
+        Read::Request(mail) => super::requests::act(app, tx, m, mail, now)?.map(|(o, a)| Acted::Request(o, a)),
+        Read::Bounce(b) => super::bounces::act(tx, m.list_id, b, Some(m.id), now)?.map(Acted::Bounce),
+    })
+}
+
+/// One message's unit in a batch.
+enum Unit {
+    /// Not there, or already processed before the batch began.
+    Skipped,
+    Acted(Box<Acted>),
+    /// Already processed by someone else meanwhile: its writes were undone.
+    Raced,
+    /// The rules refused it: its writes were undone and it is recorded `failed` (`false`: it had
+    /// been processed meanwhile, nothing recorded).
+    Failed(String, bool),
+}
+
+/// Processes stored messages in `ids`' order, as many as one batch takes: every message's
+/// effect and its outcome in one write transaction (one commit, one fsync, for the batch), each
+/// message inside its own nested unit, so that a message the rules refuse takes back only its own
+/// writes and is recorded `failed` in the same transaction. What must follow the commit (the
+/// moderators' notices, replies, re-enable mails, forwards) is done after it. Returns the
+/// messages looked at, a prefix of `ids` (at least one, unless `Err`). A database error on a
+/// message after the first ends the batch before it (the earlier ones commit); on the first it
+/// is the answer (the message stays `received`, processed again later).
+pub fn process_batch(app: &Service, ids: &[InboundId]) -> Result<Vec<(InboundId, Processed)>, super::MailingError> {
+    batch_with(app, ids, &act)
+}
+
+/// A message's rule as a batch runs it (the rules by role: [`act`]).
+type ActFn = dyn Fn(
+    &Service,
+    &mut dyn super::ports::Tx,
+    &InboundMessage,
+    &Read,
+    crate::kernel::Timestamp,
+) -> Result<Option<Acted>, super::MailingError>;
+
+fn batch_with(
+    app: &Service,
+    ids: &[InboundId],
+    act: &ActFn,
+) -> Result<Vec<(InboundId, Processed)>, super::MailingError> {
+    let ids = &ids[..ids.len().min(BATCH_MESSAGES as usize)];
+    let messages: Vec<Option<InboundMessage>> = in_read(&*app.store, |tx| {
+        ids.iter()
+            .map(|id| Ok(tx.inbound_by_id(*id)?.filter(|m| m.state != InboundState::Done)))
+            .collect::<Result<_, StoreError>>()
+    })?;
+    let reads: Vec<Option<Read>> = messages.iter().map(|m| m.as_ref().map(|m| read(app, m))).collect();
+    let units = in_write(&*app.store, |tx| {
+        let opened = std::time::Instant::now();
+        let mut units = Vec::with_capacity(ids.len());
+        for (m, r) in messages.iter().zip(&reads) {
+            if !units.is_empty() && opened.elapsed() >= BATCH_TIME {
+                break;
+            }
+            let (Some(m), Some(r)) = (m, r) else {
+                units.push(Unit::Skipped);
+                continue;
+            };
+            let now = app.clock.now();
+            tx.begin_nested()?;
+            match act(app, tx, m, r, now) {
+                Ok(Some(acted)) => {
+                    tx.keep_nested()?;
+                    units.push(Unit::Acted(Box::new(acted)));
+                }
+                Ok(None) => {
+                    tx.undo_nested()?;
+                    units.push(Unit::Raced);
+                }
+                Err(super::MailingError::Store(e)) => {
+                    tx.undo_nested()?;
+                    if units.is_empty() {
+                        return Err(super::MailingError::Store(e));
+                    }
+                    tracing::warn!(inbound = m.id.get(), error = %e, "a received message could not be processed yet");
+                    break;
+                }
+                Err(e) => {
+                    tx.undo_nested()?;
+                    let recorded = tx.finish_inbound(m.id, "failed", now)?;
+                    units.push(Unit::Failed(e.to_string(), recorded));
+                }
+            }
+        }
+        Ok::<_, super::MailingError>(units)
+    })?;
+    let mut out = Vec::with_capacity(units.len());
+    for (unit, (id, m)) in units.into_iter().zip(ids.iter().zip(&messages)) {
+        out.push((*id, m.as_ref().map_or(Processed::AlreadyDone, |m| after(app, m, unit))));
     }
-    tracing::error!(inbound = id.get(), error = %e, "a received message could not be processed");
+    Ok(out)
+}
+
+/// What follows a unit's commit (failures are logged: the unit's writes stand), and how it is told.
+fn after(app: &Service, m: &InboundMessage, unit: Unit) -> Processed {
     let now = app.clock.now();
-    in_write(&*app.store, |tx| tx.finish_inbound(id, "failed", now))?;
-    Ok(Processed::Failed(e.to_string()))
+    let acted = match unit {
+        Unit::Skipped | Unit::Raced | Unit::Failed(_, false) => return Processed::AlreadyDone,
+        Unit::Failed(why, true) => {
+            tracing::error!(inbound = m.id.get(), error = %why, "a received message could not be processed");
+            return Processed::Failed(why);
+        }
+        Unit::Acted(acted) => *acted,
+    };
+    match acted {
+        Acted::Post(outcome) => {
+            tracing::info!(inbound = m.id.get(), list = m.list_id.get(), outcome = outcome.as_str(), "post processed");
+            // A post just held: its list's owners and moderators are told, once it is committed.
+            if let posts::Outcome::Held(held, _) = &outcome {
+                super::moderation::announce_held(app, m.list_id, *held);
+            }
+            Processed::Done(outcome)
+        }
+        Acted::Request(outcome, then) => {
+            super::requests::after(app, m, outcome, then, now);
+            Processed::Request(outcome)
+        }
+        Acted::Bounce(acted) => match super::bounces::after(app, acted, &m.raw, now) {
+            Ok(received) => Processed::Bounce(received),
+            Err(e) => {
+                tracing::warn!(inbound = m.id.get(), error = %e, "forwarding an unrecognised bounce failed");
+                Processed::Bounce(super::bounces::Received::Forwarded(0))
+            }
+        },
+    }
 }
 
 /// Processes every message still `received` (at start: what a crash left between the store and
@@ -230,21 +366,28 @@ pub fn process_waiting(app: &Service) -> Result<u64, super::MailingError> {
     process_after(app, &mut None)
 }
 
-/// Processes the messages still `received` with an id above `cursor`, moving it past them: a
-/// processing loop keeps its cursor, so a message left waiting for another role's handler is
-/// looked at once per start, not on every round. How many were processed.
+/// Processes the messages still `received` with an id above `cursor`, moving it past them, in
+/// batches ([`process_batch`]): a processing loop keeps its cursor, so a message left waiting for
+/// another role's handler is looked at once per start, not on every round. How many were
+/// processed.
 pub fn process_after(app: &Service, cursor: &mut Option<InboundId>) -> Result<u64, super::MailingError> {
     let mut n = 0;
     loop {
-        let ids = in_read(&*app.store, |tx| tx.inbound_waiting(*cursor, 100))?;
-        let Some(last) = ids.last().copied() else { return Ok(n) };
-        for id in ids {
-            if let Processed::Done(_) | Processed::Request(_) | Processed::Bounce(_) = process(app, id)? {
-                n += 1;
-            }
-            *cursor = Some(id);
+        let ids = in_read(&*app.store, |tx| tx.inbound_waiting(*cursor, BATCH_MESSAGES))?;
+        if ids.is_empty() {
+            return Ok(n);
         }
-        *cursor = Some(last);
+        let mut rest = &ids[..];
+        while !rest.is_empty() {
+            let done = process_batch(app, rest)?;
+            for (id, p) in &done {
+                if let Processed::Done(_) | Processed::Request(_) | Processed::Bounce(_) = p {
+                    n += 1;
+                }
+                *cursor = Some(*id);
+            }
+            rest = &rest[done.len().max(1).min(rest.len())..];
+        }
     }
 }
 
@@ -402,6 +545,96 @@ mod tests {
             Processed::Request(crate::mailing::requests::Outcome::Robot),
             "a request from the null sender is not answered"
         );
+    }
+
+    /// Runs `rule` over `ids` in as many batches as it takes, as `process_after` does; the
+    /// messages looked at, and the first refusal of a batch's first message (which stops).
+    fn batches(app: &Service, ids: &[InboundId], rule: &ActFn) -> (Vec<(InboundId, Processed)>, Option<InboundId>) {
+        let (mut seen, mut rest) = (Vec::new(), ids);
+        while !rest.is_empty() {
+            match batch_with(app, rest, rule) {
+                Ok(done) => {
+                    assert!(!done.is_empty());
+                    rest = &rest[done.len()..];
+                    seen.extend(done);
+                }
+                Err(_) => return (seen, Some(rest[0])),
+            }
+        }
+        (seen, None)
+    }
+
+    fn state_of(app: &Service, id: InboundId) -> (InboundState, Option<String>) {
+        let m = in_read(&*app.store, |tx| tx.inbound_by_id(id)).unwrap().unwrap();
+        (m.state, m.outcome)
+    }
+
+    fn sends_submitted(app: &Service) -> usize {
+        let events = in_read(&*app.store, |tx| tx.events_after(None, 1000)).unwrap();
+        events.iter().filter(|e| e.name == crate::kernel::EventName::SendSubmitted).count()
+    }
+
+    fn stored_posts(app: &Service, n: usize) -> Vec<InboundId> {
+        let r = resolve(app, "news@example.org").unwrap();
+        (0..n)
+            .map(|i| {
+                let raw = format!(
+                    "From: m@example.net\r\nTo: news@example.org\r\nSubject: Hi {i}\r\nMessage-ID: <batch-{i}@x>\r\n\r\nHello\r\n"
+                );
+                store(app, Some("m@example.net"), &[&r], raw.as_bytes()).unwrap().remove(0)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_batch_records_the_message_its_rule_refuses_failed_and_processes_the_others() {
+        let (app, _dir) = world();
+        let ids = stored_posts(&app, 3);
+        let failing = ids[1];
+        // The middle message's rule does all its writes (a send, its outcome), then refuses.
+        let rule =
+            move |app: &Service, tx: &mut dyn super::super::ports::Tx, m: &InboundMessage, r: &Read, now: Timestamp| {
+                let acted = act(app, tx, m, r, now)?;
+                if m.id == failing {
+                    return Err(crate::mailing::MailingError::Conflict("refused after writing".into()));
+                }
+                Ok(acted)
+            };
+        let (seen, stopped) = batches(&app, &ids, &rule);
+        assert_eq!(stopped, None);
+        let got: Vec<&str> = seen.iter().map(|(_, p)| outcome(p)).collect();
+        assert_eq!(got, ["posted", "failed", "posted"]);
+        assert_eq!(state_of(&app, ids[0]), (InboundState::Done, Some("posted".into())));
+        assert_eq!(state_of(&app, failing), (InboundState::Done, Some("failed".into())));
+        assert_eq!(state_of(&app, ids[2]), (InboundState::Done, Some("posted".into())));
+        assert_eq!(sends_submitted(&app), 2, "the refused message's send was taken back with it");
+        assert_eq!(process(&app, failing).unwrap(), Processed::AlreadyDone, "and it does not come back");
+    }
+
+    #[test]
+    fn a_database_error_leaves_its_message_received_and_commits_the_messages_before_it() {
+        let (app, _dir) = world();
+        let ids = stored_posts(&app, 3);
+        let broken = ids[2];
+        let rule =
+            move |app: &Service, tx: &mut dyn super::super::ports::Tx, m: &InboundMessage, r: &Read, now: Timestamp| {
+                let acted = act(app, tx, m, r, now)?;
+                if m.id == broken {
+                    return Err(crate::mailing::MailingError::Store(StoreError::Busy));
+                }
+                Ok(acted)
+            };
+        let (seen, stopped) = batches(&app, &ids, &rule);
+        assert_eq!(stopped, Some(broken), "the error is the answer once its message comes first");
+        assert_eq!(seen.iter().map(|(id, _)| *id).collect::<Vec<_>>(), ids[..2]);
+        assert_eq!(state_of(&app, ids[1]), (InboundState::Done, Some("posted".into())));
+        assert_eq!(state_of(&app, broken), (InboundState::Received, None), "processed again later");
+        assert_eq!(sends_submitted(&app), 2);
+        // Later, the database answers: it is posted, once.
+        let mut cursor = None;
+        assert_eq!(process_after(&app, &mut cursor).unwrap(), 1);
+        assert_eq!(state_of(&app, broken), (InboundState::Done, Some("posted".into())));
+        assert_eq!(sends_submitted(&app), 3);
     }
 
     #[test]

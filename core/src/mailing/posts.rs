@@ -14,7 +14,7 @@ use crate::access::model::Role as AccessRole;
 use crate::access::principal::{RequestCtx, audit_done};
 use crate::access::{Principal, model::UserStatus};
 use crate::kernel::{EmailAddress, EventName, Timestamp, secrets};
-use crate::storage::{in_read, in_write};
+use crate::storage::in_read;
 use serde_json::json;
 
 /// A Message-ID seen on the list this recently makes a post a duplicate.
@@ -194,28 +194,23 @@ fn standing(tx: &mut dyn Tx, list: &MailingList, from: Option<&EmailAddress>) ->
     Ok(Standing { active_member, owner })
 }
 
-/// Processes a stored post: dropped, held or posted, recorded with the inbound message's outcome
-/// in one transaction. `None` when another process had already processed it.
-pub fn accept(app: &Service, m: &InboundMessage) -> Result<Option<Outcome>, MailingError> {
-    let summary = summarize(&*app.mime, &m.raw, m.envelope_from.as_deref());
+/// Processes a stored post in `tx`: dropped, held or posted, recorded with the inbound message's
+/// outcome. `summary` is the post as [`summarize`] read it (outside the transaction). `None` when
+/// the message was already processed (the caller undoes what this wrote).
+pub(super) fn act(
+    mime: &dyn MimeReader,
+    tx: &mut dyn Tx,
+    m: &InboundMessage,
+    summary: &Summary,
+    now: Timestamp,
+) -> Result<Option<Outcome>, MailingError> {
     let (p, ctx) = inbound::actor();
-    let now = app.clock.now();
-    let done = in_write(&*app.store, |tx| {
-        let Some(list) = tx.list_by_id(m.list_id)? else { return Err(MailingError::NotFound("list")) };
-        let outcome = decide_and_act(&*app.mime, tx, &list, m, &summary, &p, &ctx, now)?;
-        if !tx.finish_inbound(m.id, outcome.as_str(), now)? {
-            // Someone else processed it meanwhile: undo ours.
-            return Ok(None);
-        }
-        Ok(Some(outcome))
-    });
-    match done {
-        Ok(Some(outcome)) => {
-            tracing::info!(inbound = m.id.get(), list = m.list_id.get(), outcome = outcome.as_str(), "post processed");
-            Ok(Some(outcome))
-        }
-        other => other,
+    let Some(list) = tx.list_by_id(m.list_id)? else { return Err(MailingError::NotFound("list")) };
+    let outcome = decide_and_act(mime, tx, &list, m, summary, &p, &ctx, now)?;
+    if !tx.finish_inbound(m.id, outcome.as_str(), now)? {
+        return Ok(None);
     }
+    Ok(Some(outcome))
 }
 
 #[allow(clippy::too_many_arguments)]

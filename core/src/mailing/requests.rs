@@ -22,7 +22,6 @@ use super::{MailingError, Service, delivery, subscriptions};
 use crate::kernel::{Actor, EmailAddress, NewAuditEntry, Notice, Outcome as Audited, OutgoingMessage, RequestId};
 use crate::kernel::{Timestamp, secrets};
 use crate::mailing::ports::Tx;
-use crate::storage::in_write;
 
 /// An unsubscription link mailed in answer to a request works this long.
 pub const UNSUBSCRIBE_REQUEST_TTL_SECS: i64 = 7 * 24 * 3600;
@@ -155,28 +154,36 @@ pub fn command(m: &RequestMail) -> Option<Command> {
 }
 
 /// What goes out once the request's transaction committed.
-enum After {
+#[derive(Debug)]
+pub(super) enum After {
     Nothing,
     Confirmation { list: MailingList, to: EmailAddress, token: String },
     Notice { to: EmailAddress, subject: String, body: String },
     Forward(OutgoingMessage),
 }
 
-/// Processes a stored request (`L-request`, `L-join`, `L-leave`, `L-owner`): its writes and the
-/// inbound message's outcome in one transaction, the reply after. `None` when another process
-/// had already processed it.
-pub fn accept(app: &Service, m: &InboundMessage) -> Result<Option<Outcome>, MailingError> {
-    let mail = read(&*app.mime, &m.raw, m.envelope_from.as_deref());
-    let now = app.clock.now();
-    let done = in_write(&*app.store, |tx| {
-        let Some(list) = tx.list_by_id(m.list_id)? else { return Err(MailingError::NotFound("list")) };
-        let (outcome, after) = decide(app, tx, &list, m, &mail, now)?;
-        if !tx.finish_inbound(m.id, outcome.as_str(), now)? {
-            return Ok(None);
-        }
-        Ok(Some((outcome, after)))
-    })?;
-    let Some((outcome, after)) = done else { return Ok(None) };
+/// Processes a stored request (`L-request`, `L-join`, `L-leave`, `L-owner`) in `tx`: its writes
+/// and the inbound message's outcome; the reply to send once committed ([`after`]). `mail` is the
+/// request as [`read`] read it (outside the transaction). `None` when the message was already
+/// processed (the caller undoes what this wrote).
+pub(super) fn act(
+    app: &Service,
+    tx: &mut dyn Tx,
+    m: &InboundMessage,
+    mail: &RequestMail,
+    now: Timestamp,
+) -> Result<Option<(Outcome, After)>, MailingError> {
+    let Some(list) = tx.list_by_id(m.list_id)? else { return Err(MailingError::NotFound("list")) };
+    let (outcome, after) = decide(app, tx, &list, m, mail, now)?;
+    if !tx.finish_inbound(m.id, outcome.as_str(), now)? {
+        return Ok(None);
+    }
+    Ok(Some((outcome, after)))
+}
+
+/// The reply to a request, once its transaction committed. A failure is logged (the request's
+/// writes stand).
+pub(super) fn after(app: &Service, m: &InboundMessage, outcome: Outcome, after: After, now: Timestamp) {
     match after {
         After::Nothing => {}
         After::Confirmation { list, to, token } => subscriptions::send_confirmation(app, &list, &to, &token, now),
@@ -193,7 +200,6 @@ pub fn accept(app: &Service, m: &InboundMessage) -> Result<Option<Outcome>, Mail
         }
     }
     tracing::info!(inbound = m.id.get(), list = m.list_id.get(), outcome = outcome.as_str(), "request processed");
-    Ok(Some(outcome))
 }
 
 fn decide(

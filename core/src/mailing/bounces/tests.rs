@@ -94,7 +94,7 @@ mod scoring {
     use crate::kernel::{Clock, DomainName, EmailAddress, ListName};
     use crate::mailing::delivery::{self, DeliveryConfig};
     use crate::mailing::members::{self, AddMember};
-    use crate::mailing::model::{CopyState, DeliveryMode, SendId, SubscriptionPolicy};
+    use crate::mailing::model::{CopyId, CopyState, DeliveryMode, SendId, SubscriptionPolicy};
     use crate::mailing::{digests, domains, lists, sends};
     use crate::testing::{FixedClock, RecordingTransport};
     use std::sync::Arc;
@@ -161,7 +161,7 @@ mod scoring {
             .filter_map(|f| {
                 f.to_string().split_once('+').and_then(|(_, r)| r.split_once('@')).map(|(t, _)| t.to_owned())
             })
-            .filter_map(|t| t.parse().ok())
+            .map(|t| copy_of_token(&w.app.data_key, &t).expect("a copy's token verifies").get())
             .collect();
         (send, sent)
     }
@@ -191,7 +191,11 @@ mod scoring {
     }
 
     fn receive_dsn(w: &World, copy: i64, recipient: &str, action: &str, status: &str) -> Received {
-        receive(&w.app, w.list.id, &copy.to_string(), &dsn(recipient, action, status)).unwrap()
+        receive(&w.app, w.list.id, &token(w, copy), &dsn(recipient, action, status)).unwrap()
+    }
+
+    fn token(w: &World, copy: i64) -> String {
+        verp_token(&w.app.data_key, CopyId::from_stored(copy))
     }
 
     #[test]
@@ -307,7 +311,7 @@ mod scoring {
         let (_, copies) = post(&w);
         let before = w.mail.sent.lock().unwrap().len();
         let reply = b"From: m0@example.net\r\nTo: news-bounces@example.org\r\nSubject: Re: Hi\r\n\r\nThanks!\r\n";
-        assert_eq!(receive(&w.app, w.list.id, &copies[0].to_string(), reply).unwrap(), Received::Forwarded(1));
+        assert_eq!(receive(&w.app, w.list.id, &token(&w, copies[0]), reply).unwrap(), Received::Forwarded(1));
         let dsn = dsn("m0@example.net", "failed", "5.1.1");
         assert_eq!(receive(&w.app, w.list.id, "999999", &dsn).unwrap(), Received::Forwarded(1));
         assert_eq!(receive(&w.app, w.list.id, "x'; --", &dsn).unwrap(), Received::Forwarded(1));
@@ -317,6 +321,36 @@ mod scoring {
         assert!(String::from_utf8_lossy(&sent[before].data).contains("Thanks!"));
         drop(sent);
         assert_eq!(member(&w, 0).bounce_score, 0);
+    }
+
+    #[test]
+    fn a_dsn_naming_a_copy_by_its_bare_id_or_a_forged_tag_is_forwarded_and_scores_nobody() {
+        let w = world(2);
+        let (_, copies) = post(&w);
+        let before = w.mail.sent.lock().unwrap().len();
+        let dsn = dsn("m1@example.net", "failed", "5.1.1");
+        let genuine = token(&w, copies[1]);
+        let (_, tag) = genuine.split_once('-').unwrap();
+        let other_key = crate::kernel::sealed::DataKey::generate().1;
+        for forged in [
+            copies[1].to_string(),                                  // the bare id (the old tokens)
+            format!("{}-{}", copies[1], "0".repeat(tag.len())),     // a made-up tag
+            format!("{}-{tag}", copies[0]),                         // another copy's tag
+            verp_token(&other_key, CopyId::from_stored(copies[1])), // another installation's
+            format!("{genuine}0"),                                  // a longer one
+        ] {
+            assert_eq!(receive(&w.app, w.list.id, &forged, &dsn).unwrap(), Received::Forwarded(1), "{forged}");
+        }
+        assert_eq!(member(&w, 1).bounce_score, 0, "no forged token scored the member");
+        assert!(bounced_events(&w).is_empty());
+        let sent = w.mail.sent.lock().unwrap();
+        assert_eq!(sent.len(), before + 5);
+        assert!(sent[before..].iter().all(|m| m.recipients[0].to_string() == "owner@example.org"));
+        drop(sent);
+        // The genuine token, in any case, names the copy.
+        let r = receive(&w.app, w.list.id, &genuine.to_ascii_uppercase(), &dsn).unwrap();
+        assert!(matches!(r, Received::Recorded(_)), "{r:?}");
+        assert_eq!(member(&w, 1).bounce_score, 1);
     }
 
     #[test]

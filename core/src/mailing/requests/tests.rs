@@ -65,9 +65,10 @@ impl World {
     fn receive(&self, to: &str, envelope_from: Option<&str>, raw: &str) -> Outcome {
         let r = inbound::resolve(&self.app, to).unwrap();
         let id = inbound::store(&self.app, envelope_from, &[&r], raw.as_bytes()).unwrap().remove(0);
-        let m = in_read(&*self.app.store, |tx| tx.inbound_by_id(id)).unwrap().unwrap();
-        let outcome = accept(&self.app, &m).unwrap().expect("processed");
-        assert_eq!(accept(&self.app, &m).unwrap(), None, "processed once");
+        let inbound::Processed::Request(outcome) = inbound::process(&self.app, id).unwrap() else {
+            panic!("not processed as a request")
+        };
+        assert_eq!(inbound::process(&self.app, id).unwrap(), inbound::Processed::AlreadyDone, "processed once");
         let stored = in_read(&*self.app.store, |tx| tx.inbound_by_id(id)).unwrap().unwrap();
         assert_eq!(stored.outcome.as_deref(), Some(outcome.as_str()));
         outcome
