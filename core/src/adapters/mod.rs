@@ -1,6 +1,7 @@
 //! Adapters: the only modules that import an outside library to reach the world (a database, a
 //! network, the system clock). Each implements a port that core's rules use.
 
+pub(crate) mod access_columns;
 pub mod blob_fs;
 pub mod data_key;
 pub mod dns;

@@ -1,10 +1,11 @@
 use super::{SqliteTx, map_err, paged};
 use crate::access::model::{
-    ApiKey, KeyId, KeyScope, PermSet, Profile, Role, RoleGrant, RoleId, RoleKind, Session, SessionId, User, UserId,
-    UserStatus, UserWithSecret,
+    ApiKey, KeyId, KeyScope, PermSet, Profile, Role, RoleGrant, RoleId, Session, SessionId, User, UserId, UserStatus,
+    UserWithSecret,
 };
 use crate::access::ports::{AccessRepo, OneTimeToken, UserVisibility};
-use crate::kernel::{DomainName, EmailAddress, ListName, Page, Paged, Timestamp};
+use crate::adapters::access_columns::{self, Corrupt};
+use crate::kernel::{EmailAddress, Page, Paged, Timestamp};
 use crate::storage::StoreError;
 use rusqlite::types::Value;
 use rusqlite::{OptionalExtension, Row, params};
@@ -47,19 +48,9 @@ fn user_row(r: &Row<'_>) -> rusqlite::Result<UserWithSecret> {
     })
 }
 
-fn scope_names(domain: &str, list: &str) -> rusqlite::Result<(Option<DomainName>, Option<ListName>)> {
-    let d =
-        (!domain.is_empty()).then(|| DomainName::parse(domain).map_err(|_| corrupt("domain", domain))).transpose()?;
-    let l = (!list.is_empty()).then(|| ListName::parse(list).map_err(|_| corrupt("list", list))).transpose()?;
-    Ok((d, l))
-}
-
-fn role_columns(role: &Role) -> (&'static str, String, String) {
-    (
-        role.kind().as_str(),
-        role.domain().map(|d| d.as_str().to_owned()).unwrap_or_default(),
-        role.list().map(|l| l.as_str().to_owned()).unwrap_or_default(),
-    )
+/// A stored role or key scope no record can be made of.
+fn from_corrupt(c: Corrupt) -> rusqlite::Error {
+    corrupt(c.what, &c.value)
 }
 
 const KEY_COLUMNS: &str = "id, user_id, name, prefix, scope_kind, domain, list, perms, rate_limit_per_min, expires_at, created_at, revoked_at, secret_hash";
@@ -67,13 +58,7 @@ const KEY_COLUMNS: &str = "id, user_id, name, prefix, scope_kind, domain, list, 
 fn key_row(r: &Row<'_>) -> rusqlite::Result<(ApiKey, String)> {
     let kind: String = r.get(4)?;
     let (domain, list): (String, String) = (r.get(5)?, r.get(6)?);
-    let (d, l) = scope_names(&domain, &list)?;
-    let scope = match (kind.as_str(), d, l) {
-        ("user", None, None) => KeyScope::User,
-        ("domain", Some(d), None) => KeyScope::Domain(d),
-        ("list", Some(d), Some(l)) => KeyScope::List(d, l),
-        _ => return Err(corrupt("key scope", &kind)),
-    };
+    let scope = access_columns::key_scope(&kind, &domain, &list).map_err(from_corrupt)?;
     let rate: i64 = r.get(8)?;
     Ok((
         ApiKey {
@@ -238,9 +223,7 @@ impl AccessRepo for SqliteTx {
                 st.query_map([user.get()], |r| {
                     let kind: String = r.get(1)?;
                     let (domain, list): (String, String) = (r.get(2)?, r.get(3)?);
-                    let (d, l) = scope_names(&domain, &list)?;
-                    let kind = RoleKind::parse(&kind).ok_or_else(|| corrupt("role", &kind))?;
-                    let role = Role::new(kind, d, l).map_err(|e| corrupt("role scope", &e.to_string()))?;
+                    let role = access_columns::role(&kind, &domain, &list).map_err(from_corrupt)?;
                     Ok(RoleGrant {
                         id: RoleId::from_stored(r.get(0)?),
                         user_id: user,
@@ -254,7 +237,7 @@ impl AccessRepo for SqliteTx {
     }
 
     fn grant_role(&mut self, user: UserId, role: &Role, now: Timestamp) -> Result<RoleGrant, StoreError> {
-        let (kind, domain, list) = role_columns(role);
+        let (kind, domain, list) = access_columns::role_columns(role);
         self.conn()
             .prepare_cached("INSERT INTO roles (user_id, kind, domain, list, granted_at) VALUES (?1, ?2, ?3, ?4, ?5)")
             .and_then(|mut st| st.execute(params![user.get(), kind, domain, list, now.unix_micros()]))
@@ -268,7 +251,7 @@ impl AccessRepo for SqliteTx {
     }
 
     fn revoke_role(&mut self, user: UserId, role: &Role) -> Result<bool, StoreError> {
-        let (kind, domain, list) = role_columns(role);
+        let (kind, domain, list) = access_columns::role_columns(role);
         let n = self
             .conn()
             .prepare_cached("DELETE FROM roles WHERE user_id = ?1 AND kind = ?2 AND domain = ?3 AND list = ?4")
