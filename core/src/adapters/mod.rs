@@ -7,6 +7,7 @@ pub mod data_key;
 pub mod dns;
 pub mod https;
 pub mod image_codec;
+pub mod job_files;
 pub mod mail_accounts;
 pub mod mail_auth_dkim;
 pub mod mime;

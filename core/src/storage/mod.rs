@@ -13,6 +13,7 @@ use crate::kernel::{
     AuditEntry, AuditFilter, AuditId, Code, CoreError, Event, EventId, NewAuditEntry, NewEvent, Page, Paged,
 };
 
+pub mod jobs;
 #[cfg(any(test, feature = "testing"))]
 pub mod suite;
 

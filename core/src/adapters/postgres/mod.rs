@@ -20,6 +20,7 @@
 
 mod access;
 mod audit;
+mod jobs;
 mod migrations;
 mod outbox;
 /// A throw-away server for tests and benchmarks (compiled in always: the benchmark harnesses use
@@ -84,6 +85,8 @@ pub struct PostgresStore {
     pool: Pool,
     /// `server_version`, `fsync` and `synchronous_commit` as the server reported them at open.
     described: String,
+    /// How to connect: the job locks hold sessions of their own (`jobs.rs`).
+    config: postgres::Config,
 }
 
 /// Checks `COURRIER_DATABASE_URL`'s form without connecting: a `postgres://` or `postgresql://`
@@ -146,9 +149,9 @@ impl PostgresStore {
             .max_size(POOL_SIZE)
             .min_idle(Some(1))
             .connection_timeout(BUSY_TIMEOUT)
-            .build(Manager(PostgresConnectionManager::new(config, NoTls)))
+            .build(Manager(PostgresConnectionManager::new(config.clone(), NoTls)))
             .map_err(|e| open_err(e.to_string()))?;
-        Ok(Self { pool, described })
+        Ok(Self { pool, described, config })
     }
 
     fn connection(&self) -> Result<Conn, StoreError> {
