@@ -2,6 +2,7 @@
 //! `main.rs` is glue: `main -> run -> exit code`.
 
 mod admin;
+mod chores;
 pub mod config;
 mod credentials;
 pub mod error;
@@ -41,6 +42,8 @@ pub enum Command {
     /// Run delivery workers without the HTTP server (COURRIER_DELIVERY_WORKERS threads, at least 1),
     /// until SIGTERM or SIGINT.
     Worker,
+    /// Which process runs each periodic job of the installation (digests, purges, mailbox polling).
+    Jobs,
     /// Print the version object: build information and the storage backend.
     Version,
     /// Accounts: create, invite, list, show, disable, enable, password.
@@ -112,7 +115,7 @@ pub enum Command {
 
 /// The areas `courrier --help` groups the commands by; every visible command is in one.
 const AREAS: &[(&str, &[&str])] = &[
-    ("Server", &["serve", "worker", "version"]),
+    ("Server", &["serve", "worker", "jobs", "version"]),
     ("Accounts and access", &["user", "role", "create-api-key", "apikey", "audit"]),
     (
         "Mailing lists",
@@ -252,7 +255,14 @@ fn execute(cli: Cli) -> Result<(), CliError> {
             // The ingest pollers are workers too (a server without delivery workers runs none).
             let intake =
                 std::sync::Arc::new(courrier_core::mailing::ingest::MailIn(std::sync::Arc::clone(&services.mailing)));
-            let ingest = workers::start_ingest(std::sync::Arc::clone(&services.mailing), intake, Default::default());
+            let ingest = workers::start_ingest(
+                std::sync::Arc::clone(&services.mailing),
+                intake,
+                Default::default(),
+                std::sync::Arc::clone(&services.jobs),
+            );
+            // The installation's periodic chores, each run by one process of it (this one or another).
+            let chores = chores::start(&services);
             let workers = workers::start(
                 services.mailing,
                 server::delivery_config(&config),
@@ -263,10 +273,12 @@ fn execute(cli: Cli) -> Result<(), CliError> {
             let runtime =
                 tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(error::CliError::Serve)?;
             runtime.block_on(server::termination_signal());
+            chores.stop();
             ingest.stop();
             workers.stop();
             Ok(())
         }
+        Command::Jobs => chores::jobs(&config, cli.json),
         Command::Apikey(cmd) => admin::apikey(&config, cmd, cli.json),
         Command::Audit(args) => admin::audit(&config, args, cli.json),
         Command::Domain(cmd) => members::domain(&config, cmd, cli.json),

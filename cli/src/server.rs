@@ -21,6 +21,8 @@ pub struct Services {
     pub mailing: Arc<mailing::Service>,
     pub ocr: Arc<ocr::Service>,
     pub database: Arc<dyn Database>,
+    /// The installation's job locks: which process runs each periodic job (`chores.rs`).
+    pub jobs: Arc<dyn courrier_core::storage::jobs::JobLocks>,
     pub build: BuildInfo,
 }
 
@@ -130,7 +132,12 @@ pub fn wire(config: &Config, build: BuildInfo) -> Result<Services, CliError> {
         mail_in: Default::default(),
     });
     let ocr = Arc::new(ocr::Service::new(Arc::clone(&access), store.clone(), clock, ocr_adapters));
-    Ok(Services { access, mailing, ocr, database: store, build })
+    // One host holds a SQLite installation: a lock file per job in its data directory.
+    let jobs = Arc::new(courrier_core::adapters::job_files::FileJobLocks::new(
+        config.data_dir.join("jobs"),
+        courrier_core::adapters::job_files::this_process(),
+    ));
+    Ok(Services { access, mailing, ocr, database: store, jobs, build })
 }
 
 /// The keyring file: missing, unreadable or malformed stops the start, naming the variable.
@@ -236,7 +243,8 @@ pub fn run(bound: Bound, shutdown: impl Future<Output = ()> + Send + 'static) ->
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::from_std(bound.listener).map_err(CliError::Serve)?;
         tracing::info!(addr = %listener.local_addr().map_err(CliError::Serve)?, "listening");
-        let housekeeping = tokio::spawn(housekeeping(Arc::clone(&bound.services.mailing)));
+        // The installation's periodic chores, each run by one process of it (this one or a worker).
+        let chores = crate::chores::start(&bound.services);
         let lmtp = match bound.lmtp {
             Some(l) => {
                 let l = tokio::net::TcpListener::from_std(l).map_err(CliError::Serve)?;
@@ -246,7 +254,6 @@ pub fn run(bound: Bound, shutdown: impl Future<Output = ()> + Send + 'static) ->
             }
             None => None,
         };
-        let retention = tokio::spawn(retention_sweeps(Arc::clone(&bound.services.ocr)));
         let workers = crate::workers::start(
             Arc::clone(&bound.services.mailing),
             bound.delivery,
@@ -256,11 +263,15 @@ pub fn run(bound: Bound, shutdown: impl Future<Output = ()> + Send + 'static) ->
         // Ingest pollers are workers: a server without delivery workers (`courrier worker`
         // processes deliver) polls no mailbox either.
         let ingest = bound.intake.filter(|_| bound.delivery_workers > 0).map(|intake| {
-            crate::workers::start_ingest(Arc::clone(&bound.services.mailing), intake, Default::default())
+            crate::workers::start_ingest(
+                Arc::clone(&bound.services.mailing),
+                intake,
+                Default::default(),
+                Arc::clone(&bound.services.jobs),
+            )
         });
         let served = courrier_http::server::serve(listener, bound.router, bound.limits, shutdown).await;
-        housekeeping.abort();
-        retention.abort();
+        tokio::task::spawn_blocking(move || chores.stop()).await.ok();
         if let Some(ingest) = ingest {
             tokio::task::spawn_blocking(move || ingest.stop()).await.ok();
         }
@@ -271,80 +282,6 @@ pub fn run(bound: Bound, shutdown: impl Future<Output = ()> + Send + 'static) ->
         tokio::task::spawn_blocking(move || workers.stop()).await.ok();
         served.map_err(CliError::Serve)
     })
-}
-
-/// Periodic chores of a running server: due digests are built every minute; expired
-/// Idempotency-Key records are deleted hourly (they answer nothing once expired; deleting keeps the
-/// registry the size of one day), and held posts past their list's `held_days` are discarded
-/// hourly (at start, then every hour).
-async fn housekeeping(app: Arc<mailing::Service>) {
-    let mut every = tokio::time::interval(std::time::Duration::from_secs(60));
-    let mut minutes: u64 = 0;
-    loop {
-        every.tick().await;
-        let purge = minutes.is_multiple_of(60);
-        minutes += 1;
-        let app = Arc::clone(&app);
-        let done = tokio::task::spawn_blocking(move || {
-            let digests = courrier_core::mailing::digests::run(&app, None, false);
-            let purged = if purge {
-                courrier_core::mailing::idempotency::purge(&app, app.clock.now()).map(Some)
-            } else {
-                Ok(None)
-            };
-            if purge {
-                match courrier_core::mailing::moderation::expire_held(&app) {
-                    Ok(0) => {}
-                    Ok(n) => tracing::info!(posts = n, "held posts past their list's held_days discarded"),
-                    Err(e) => tracing::warn!(error = %e, "held post expiry failed"),
-                }
-            }
-            // Bounce scores quiet for 7 days back to 0 (each bounce also applies it to its member).
-            match courrier_core::mailing::bounces::decay(&app) {
-                Ok(n) if n > 0 => tracing::info!(members = n, "bounce scores back to 0 after 7 quiet days"),
-                Ok(_) => {}
-                Err(e) => tracing::warn!(error = %e, "bounce score decay failed"),
-            }
-            (digests, purged)
-        })
-        .await;
-        match done {
-            Ok((digests, purged)) => {
-                match digests {
-                    Ok(built) => {
-                        for b in built {
-                            tracing::info!(list = %b.list_address, posts = b.posts, recipients = b.recipients, "digest queued");
-                        }
-                    }
-                    Err(e) => tracing::warn!(error = %e, "digest run failed"),
-                }
-                match purged {
-                    Ok(Some(n)) if n > 0 => tracing::info!(records = n, "expired idempotency records deleted"),
-                    Ok(_) => {}
-                    Err(e) => tracing::warn!(error = %e, "idempotency purge failed"),
-                }
-            }
-            Err(e) => tracing::warn!(error = %e, "housekeeping task failed"),
-        }
-    }
-}
-
-/// OCR documents past their retention (`COURRIER_OCR_RETENTION_DAYS`) deleted at start, then
-/// every tenth of the retention (between a second and an hour); nothing when they are kept for ever.
-async fn retention_sweeps(app: Arc<ocr::Service>) {
-    let Some(period) = app.limits.retention.sweep_every() else { return };
-    let mut every = tokio::time::interval(period);
-    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        every.tick().await;
-        let app = Arc::clone(&app);
-        match tokio::task::spawn_blocking(move || ocr::retention::sweep(&app)).await {
-            Ok(Ok(0)) => {}
-            Ok(Ok(n)) => tracing::info!(documents = n, "OCR documents past their retention deleted"),
-            Ok(Err(e)) => tracing::warn!(error = %e, "OCR retention sweep failed"),
-            Err(e) => tracing::warn!(error = %e, "OCR retention sweep task failed"),
-        }
-    }
 }
 
 /// Resolves on SIGTERM or SIGINT.

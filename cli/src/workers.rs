@@ -9,6 +9,7 @@ use courrier_core::mailing::delivery::{self, DeliveryConfig};
 use courrier_core::mailing::inbound;
 use courrier_core::mailing::ingest::{self, IngestConfig, MailIntake};
 use courrier_core::mailing::webhooks::{self, WebhookConfig};
+use courrier_core::storage::jobs::{Job, JobLocks, JobSlot};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -121,55 +122,86 @@ pub struct Ingest {
     thread: std::thread::JoinHandle<()>,
 }
 
-pub fn start_ingest(app: Arc<Service>, intake: Arc<dyn MailIntake>, cfg: IngestConfig) -> Ingest {
+pub fn start_ingest(
+    app: Arc<Service>,
+    intake: Arc<dyn MailIntake>,
+    cfg: IngestConfig,
+    locks: Arc<dyn JobLocks>,
+) -> Ingest {
     let stop = Arc::new(ingest::Stop::default());
     let flag = Arc::clone(&stop);
     let thread = std::thread::Builder::new()
         .name("courrier-ingest".into())
-        .spawn(move || supervise(&app, &intake, &cfg, &flag))
+        .spawn(move || supervise(&app, &intake, &cfg, &flag, &*locks))
         .expect("cannot start the ingest supervisor thread");
     Ingest { stop, thread }
 }
 
-fn supervise(app: &Arc<Service>, intake: &Arc<dyn MailIntake>, cfg: &IngestConfig, stop: &Arc<ingest::Stop>) {
+/// Polls only while this process holds the installation's mailbox-polling job: one process of the
+/// installation polls the mailboxes, the others take over when it stops or dies.
+fn supervise(
+    app: &Arc<Service>,
+    intake: &Arc<dyn MailIntake>,
+    cfg: &IngestConfig,
+    stop: &Arc<ingest::Stop>,
+    locks: &dyn JobLocks,
+) {
+    let mut job = JobSlot::new(Job::MailboxPolling);
+    // The pollers of this hold of the job, stopped together if it is lost.
+    let mut polling = Arc::new(ingest::Stop::default());
     let mut pollers: HashMap<i64, (i64, std::thread::JoinHandle<()>)> = HashMap::new();
     while !stop.is_set() {
         pollers.retain(|_, (_, t)| !t.is_finished());
-        match ingest::credentials(app) {
-            Ok(creds) => {
-                for cred in creds {
-                    let key = cred.list_id.get();
-                    if pollers.get(&key).is_some_and(|(at, _)| *at == cred.updated_at.unix_micros()) {
-                        continue;
-                    }
-                    if pollers.contains_key(&key) {
-                        continue; // the old poller is ending (its credential changed); next scan.
-                    }
-                    let (app, intake, stop, cfg) = (Arc::clone(app), Arc::clone(intake), Arc::clone(stop), *cfg);
-                    let at = cred.updated_at.unix_micros();
-                    let spawned = std::thread::Builder::new().name(format!("courrier-ingest-{key}")).spawn(move || {
-                        // A panic in a session (a library's) ends this poller only; the next scan
-                        // starts another.
-                        let run = std::panic::AssertUnwindSafe(|| ingest::poll(&app, &*intake, &cred, &cfg, &stop));
-                        if std::panic::catch_unwind(run).is_err() {
-                            tracing::error!(list = key, "an ingest poller panicked");
+        if !job.hold(locks) {
+            if !pollers.is_empty() {
+                polling.stop();
+                for (_, (_, t)) in pollers.drain() {
+                    let _ = t.join();
+                }
+                polling = Arc::new(ingest::Stop::default());
+            }
+        } else {
+            match ingest::credentials(app) {
+                Ok(creds) => {
+                    for cred in creds {
+                        let key = cred.list_id.get();
+                        if pollers.get(&key).is_some_and(|(at, _)| *at == cred.updated_at.unix_micros()) {
+                            continue;
                         }
-                    });
-                    match spawned {
-                        Ok(t) => {
-                            pollers.insert(key, (at, t));
+                        if pollers.contains_key(&key) {
+                            continue; // the old poller is ending (its credential changed); next scan.
                         }
-                        Err(e) => tracing::warn!(error = %e, "cannot start an ingest poller"),
+                        let (app, intake, stop, cfg) =
+                            (Arc::clone(app), Arc::clone(intake), Arc::clone(&polling), *cfg);
+                        let at = cred.updated_at.unix_micros();
+                        let spawned =
+                            std::thread::Builder::new().name(format!("courrier-ingest-{key}")).spawn(move || {
+                                // A panic in a session (a library's) ends this poller only; the next
+                                // scan starts another.
+                                let run =
+                                    std::panic::AssertUnwindSafe(|| ingest::poll(&app, &*intake, &cred, &cfg, &stop));
+                                if std::panic::catch_unwind(run).is_err() {
+                                    tracing::error!(list = key, "an ingest poller panicked");
+                                }
+                            });
+                        match spawned {
+                            Ok(t) => {
+                                pollers.insert(key, (at, t));
+                            }
+                            Err(e) => tracing::warn!(error = %e, "cannot start an ingest poller"),
+                        }
                     }
                 }
+                Err(e) => tracing::warn!(error = %e, "cannot read the ingest credentials"),
             }
-            Err(e) => tracing::warn!(error = %e, "cannot read the ingest credentials"),
         }
         let until = std::time::Instant::now() + INGEST_SCAN;
         while std::time::Instant::now() < until && !stop.is_set() {
             std::thread::sleep(Duration::from_millis(200));
         }
     }
+    // An IDLE's connection is closed: its poller ends at once.
+    polling.stop();
     for (_, (_, t)) in pollers {
         let _ = t.join();
     }

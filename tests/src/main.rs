@@ -15,6 +15,7 @@ mod envelopes;
 mod extraction;
 mod invoice_layouts;
 mod invoices;
+mod jobs;
 mod mail_in;
 mod members;
 mod moderation;
