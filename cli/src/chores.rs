@@ -101,14 +101,15 @@ fn chores(services: &Services) -> Vec<Chore> {
     const MINUTE: Duration = Duration::from_secs(60);
     const HOUR: Duration = Duration::from_secs(3600);
     let app = Arc::clone(&services.mailing);
-    let mut chores = vec![chore(Job::Digests, MINUTE, move || match courrier_core::mailing::digests::run(&app, None, false) {
-        Ok(built) => {
-            for b in built {
-                tracing::info!(list = %b.list_address, posts = b.posts, recipients = b.recipients, "digest queued");
+    let mut chores =
+        vec![chore(Job::Digests, MINUTE, move || match courrier_core::mailing::digests::run(&app, None, false) {
+            Ok(built) => {
+                for b in built {
+                    tracing::info!(list = %b.list_address, posts = b.posts, recipients = b.recipients, "digest queued");
+                }
             }
-        }
-        Err(e) => tracing::warn!(error = %e, "digest run failed"),
-    })];
+            Err(e) => tracing::warn!(error = %e, "digest run failed"),
+        })];
     let app = Arc::clone(&services.mailing);
     chores.push(chore(Job::IdempotencyPurge, HOUR, move || {
         match courrier_core::mailing::idempotency::purge(&app, app.clock.now()) {
@@ -118,10 +119,12 @@ fn chores(services: &Services) -> Vec<Chore> {
         }
     }));
     let app = Arc::clone(&services.mailing);
-    chores.push(chore(Job::HeldPostExpiry, HOUR, move || match courrier_core::mailing::moderation::expire_held(&app) {
-        Ok(0) => {}
-        Ok(n) => tracing::info!(posts = n, "held posts past their list's held_days discarded"),
-        Err(e) => tracing::warn!(error = %e, "held post expiry failed"),
+    chores.push(chore(Job::HeldPostExpiry, HOUR, move || {
+        match courrier_core::mailing::moderation::expire_held(&app) {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(posts = n, "held posts past their list's held_days discarded"),
+            Err(e) => tracing::warn!(error = %e, "held post expiry failed"),
+        }
     }));
     let app = Arc::clone(&services.mailing);
     chores.push(chore(Job::BounceDecay, MINUTE, move || match courrier_core::mailing::bounces::decay(&app) {

@@ -27,7 +27,21 @@ fn list_with_a_due_digest(dir: &Path) {
     );
     assert!(st.success(), "{err}");
     cli(dir, &["domain", "create", "example.org"]);
-    cli(dir, &["list", "create", "--domain", "example.org", "--list", "news", "--display-name", "News", "--owner", "admin@example.org"]);
+    cli(
+        dir,
+        &[
+            "list",
+            "create",
+            "--domain",
+            "example.org",
+            "--list",
+            "news",
+            "--display-name",
+            "News",
+            "--owner",
+            "admin@example.org",
+        ],
+    );
     let member = cli(
         dir,
         &[
@@ -47,7 +61,10 @@ fn list_with_a_due_digest(dir: &Path) {
         ],
     );
     assert_eq!(member["status"], "active", "{member}");
-    let send = cli(dir, &["send", "submit", "--domain", "example.org", "--list", "news", "--subject", "Hi", "--text", "Hello"]);
+    let send = cli(
+        dir,
+        &["send", "submit", "--domain", "example.org", "--list", "news", "--subject", "Hi", "--text", "Hello"],
+    );
     assert_eq!(send["recipients"], 0, "the only member takes digests: {send}");
 }
 

@@ -506,6 +506,24 @@ mod tests {
         assert_eq!(in_write(&*w.app.store, |tx| lease(tx, t2, 2)).unwrap().len(), 1);
     }
 
+    /// `COURRIER_DOMAIN_CONCURRENCY` holds across processes: the claim counts the batches leased
+    /// in the database, whichever process leased them (here a second store on the same file, as a
+    /// `courrier worker` beside the server opens it).
+    #[test]
+    fn a_destination_domains_concurrency_counts_the_batches_another_process_leased() {
+        let (w, _) = world(4);
+        let other = SqliteStore::open(&w._dir.path().join("t.db"), w.clock.now().unix_micros()).unwrap();
+        let other: &dyn crate::storage::Store<dyn crate::mailing::ports::Tx> = &other;
+        let t0 = w.clock.now();
+        let first = in_write(&*w.app.store, |tx| tx.claim_copies(t0, t0.plus_secs(300), 2, 1)).unwrap();
+        assert_eq!(first.len(), 2);
+        let t1 = t0.plus_secs(1);
+        let none = in_write(other, |tx| tx.claim_copies(t1, t1.plus_secs(300), 2, 1)).unwrap();
+        assert!(none.is_empty(), "example.net has its one batch in flight, leased by the other process");
+        let second = in_write(other, |tx| tx.claim_copies(t1, t1.plus_secs(300), 2, 2)).unwrap();
+        assert_eq!(second.len(), 2, "a limit of 2 lets the other process lease a second batch");
+    }
+
     fn member0(w: &World) -> crate::mailing::model::Member {
         in_read(&*w.app.store, |tx| {
             let list =

@@ -29,8 +29,14 @@ pub enum Job {
 }
 
 impl Job {
-    pub const ALL: [Job; 6] =
-        [Job::Digests, Job::IdempotencyPurge, Job::HeldPostExpiry, Job::BounceDecay, Job::MailboxPolling, Job::OcrRetention];
+    pub const ALL: [Job; 6] = [
+        Job::Digests,
+        Job::IdempotencyPurge,
+        Job::HeldPostExpiry,
+        Job::BounceDecay,
+        Job::MailboxPolling,
+        Job::OcrRetention,
+    ];
 
     /// Its name in logs, lock files and `courrier jobs`.
     pub fn name(self) -> &'static str {
