@@ -40,7 +40,7 @@ pub enum Command {
     /// Serve both HTTP APIs (COURRIER_LISTEN, default 127.0.0.1:8080) until SIGTERM or SIGINT.
     Serve,
     /// Run delivery workers without the HTTP server (COURRIER_DELIVERY_WORKERS threads, at least 1),
-    /// until SIGTERM or SIGINT.
+    /// and the periodic jobs this process holds (see `courrier jobs`), until SIGTERM or SIGINT.
     Worker,
     /// Which process runs each periodic job of the installation (digests, purges, mailbox polling).
     Jobs,
