@@ -146,6 +146,7 @@ impl TestApp {
     /// With extra settings, e.g. `("COURRIER_SMTP_URL", &sink.url())`.
     pub fn spawn_with(vars: &[(&str, &str)]) -> Self {
         let dir = tempfile::tempdir().unwrap();
+        let database = database_env(dir.path());
         let env = |k: &str| match k {
             "COURRIER_LISTEN" => Some("127.0.0.1:0".to_owned()),
             "COURRIER_LMTP_LISTEN" if !vars.iter().any(|(name, _)| *name == k) => Some("127.0.0.1:0".to_owned()),
@@ -154,7 +155,11 @@ impl TestApp {
             "COURRIER_OCR_SANDBOX_BIN" if !vars.iter().any(|(name, _)| *name == k) => {
                 Some(courrier_bin_path().display().to_string())
             }
-            _ => vars.iter().find(|(name, _)| *name == k).map(|(_, v)| (*v).to_owned()),
+            _ => vars
+                .iter()
+                .find(|(name, _)| *name == k)
+                .map(|(_, v)| (*v).to_owned())
+                .or_else(|| database.iter().find(|(name, _)| *name == k).map(|(_, v)| v.clone())),
         };
         let config = Config::from_env(env, Some(dir.path().to_path_buf())).unwrap();
         let bound = server::bind(&config, courrier_cli::build_info()).expect("server binds");
@@ -173,6 +178,41 @@ impl TestApp {
             r.stop().expect("clean stop");
         }
     }
+}
+
+/// Set to the URL of a database on a running PostgreSQL server (`scripts/test-postgres` starts
+/// one), the suite runs on PostgreSQL: every server a test starts gets a fresh database there, and
+/// the CLI commands a test runs on that server's data directory reach the same database. Unset,
+/// every test runs on SQLite in its data directory, the embedded default.
+pub const POSTGRES_VAR: &str = "COURRIER_TEST_POSTGRES";
+
+/// The master key the suite's servers share on PostgreSQL (what `COURRIER_MASTER_KEY` holds: 32
+/// bytes, base64).
+const TEST_MASTER_KEY: &str = "Y291cnJpZXItdGVzdC1tYXN0ZXIta2V5LTMyLWJ5dGU=";
+
+/// Whether the suite runs on PostgreSQL (see [`POSTGRES_VAR`]).
+pub fn on_postgres() -> bool {
+    std::env::var_os(POSTGRES_VAR).is_some_and(|v| !v.is_empty())
+}
+
+/// The settings that put the installation of data directory `dir` on its PostgreSQL database:
+/// none on SQLite; on PostgreSQL the database recorded in `dir` (created and recorded the first
+/// time), so a server restarted on `dir`, or a CLI command run on it, finds the same data.
+pub fn database_env(dir: &Path) -> Vec<(&'static str, String)> {
+    let Some(admin) = std::env::var(POSTGRES_VAR).ok().filter(|v| !v.is_empty()) else {
+        return Vec::new();
+    };
+    let record = dir.join(".test-database-url");
+    let url = match std::fs::read_to_string(&record) {
+        Ok(url) => url.trim().to_owned(),
+        Err(_) => {
+            let url = courrier_core::adapters::fresh_postgres_database_at(&admin)
+                .unwrap_or_else(|e| panic!("{POSTGRES_VAR}={admin}: {e}"));
+            std::fs::write(&record, &url).expect("the data directory takes the database's URL");
+            url
+        }
+    };
+    vec![("COURRIER_DATABASE_URL", url), ("COURRIER_MASTER_KEY", TEST_MASTER_KEY.to_owned())]
 }
 
 /// The `courrier` binary of this checkout, built once per test process (a no-op when fresh), so
@@ -217,10 +257,20 @@ pub fn run_cli(args: &[&str], env: &[(&str, &str)]) -> (ExitStatus, String, Stri
 pub fn run_cli_with_stdin(args: &[&str], env: &[(&str, &str)], stdin: Option<&str>) -> (ExitStatus, String, String) {
     let dir = tempfile::tempdir().unwrap();
     let mut cmd = Command::new(courrier_bin());
-    if !args.contains(&"--data-dir") {
-        cmd.arg("--data-dir").arg(dir.path());
-    }
+    let data_dir = match args.iter().position(|a| *a == "--data-dir") {
+        Some(i) => args.get(i + 1).map_or_else(|| dir.path().to_path_buf(), PathBuf::from),
+        None => {
+            cmd.arg("--data-dir").arg(dir.path());
+            dir.path().to_path_buf()
+        }
+    };
     cmd.args(args).env_remove("COURRIER_DATA_DIR").env("COURRIER_LOG", "warn");
+    // A test that names its own database (or none) wins over the suite's.
+    if !env.iter().any(|(k, _)| *k == "COURRIER_DATABASE_URL") && data_dir.is_dir() {
+        for (k, v) in database_env(&data_dir) {
+            cmd.env(k, v);
+        }
+    }
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -288,6 +338,11 @@ impl ProcessApp {
             .arg("serve")
             .env("COURRIER_LISTEN", addr.to_string())
             .env("COURRIER_LMTP_LISTEN", lmtp.to_string());
+        if !env.iter().any(|(k, _)| *k == "COURRIER_DATABASE_URL") {
+            for (k, v) in database_env(dir.path()) {
+                cmd.env(k, v);
+            }
+        }
         for (k, v) in env {
             cmd.env(k, v);
         }

@@ -20,6 +20,7 @@ pub mod postgres;
 // read, to tests/src/tidy.rs, as their use of the `postgres` crate itself.
 pub use self::postgres::{
     PostgresStore, check_url as check_database_url, test_server::TestServer as PostgresTestServer,
+    test_server::fresh_database_at as fresh_postgres_database_at,
 };
 pub mod smtp;
 pub mod sqlite;

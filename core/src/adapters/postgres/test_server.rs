@@ -160,6 +160,26 @@ impl TestServer {
     }
 }
 
+/// Creates a new, empty database on the server that `admin_url` reaches (the URL of any database
+/// on it that the role may connect to, e.g. `postgres://courrier@127.0.0.1:5433/postgres`) and
+/// returns the new database's URL. This is how the integration suite, run on PostgreSQL, gives each
+/// test a database of its own on the one server `.ci/run` starts (`COURRIER_TEST_POSTGRES`):
+/// nextest runs each test in a process of its own, so a cluster per test would cost an `initdb`
+/// each.
+pub fn fresh_database_at(admin_url: &str) -> Result<String, TestServerError> {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let (server, _) = admin_url.rsplit_once('/').ok_or_else(|| TestServerError::Command {
+        command: "COURRIER_TEST_POSTGRES".into(),
+        output: format!("{admin_url} is not a postgres://.../database URL"),
+    })?;
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = format!("t_{}_{nanos}_{n}", std::process::id());
+    let mut admin = postgres::Client::connect(admin_url, postgres::NoTls)?;
+    admin.batch_execute(&format!("CREATE DATABASE {name}"))?;
+    Ok(format!("{server}/{name}"))
+}
+
 impl Drop for TestServer {
     fn drop(&mut self) {
         let data = self.data_dir();
