@@ -1,9 +1,10 @@
 //! The PostgreSQL adapter of the storage port (issue 25): the `postgres` crate over an r2d2 pool,
 //! synchronous as core is. Several servers and workers share one database through it.
 //!
-//! What it implements so far: the kernel's transaction, audit trail and outbox, and the access
-//! context's repository (`access::ports::Tx`); the mailing and OCR contexts are not on PostgreSQL
-//! yet (the server refuses to start on it, `cli/src/server.rs`).
+//! What it implements so far: the kernel's transaction, audit trail and outbox, the access
+//! context's repository (`access::ports::Tx`) and the OCR context's (`ocr::ports::Tx`, with the
+//! documents' bytes in [`PgBlobs`]); the mailing context is not on PostgreSQL yet (the server
+//! refuses to start on it, `cli/src/server.rs`).
 //!
 //! Transactions keep the semantics the rules were written against on SQLite:
 //! - a write takes the installation's write lock (a transaction-scoped advisory lock) at `BEGIN`,
@@ -20,8 +21,11 @@
 
 mod access;
 mod audit;
+mod invoices;
 mod migrations;
+mod ocr;
 mod outbox;
+pub use ocr::PgBlobs;
 /// A throw-away server for tests and benchmarks (compiled in always: the benchmark harnesses use
 /// it without core's `testing` feature, which would change core's features between builds).
 pub mod test_server;
@@ -172,6 +176,11 @@ impl PostgresStore {
         }
         Ok(Box::new(PgTx { conn: Some(conn), nested: 0, poisoned: false }))
     }
+
+    /// The OCR documents' bytes in this database: every server reads what any of them stored.
+    pub fn blobs(&self) -> PgBlobs {
+        PgBlobs::new(self.pool.clone())
+    }
 }
 
 /// One database, seen by each context through its own transaction: [`PgTx`] implements every
@@ -189,7 +198,7 @@ macro_rules! store_of {
         }
     )*};
 }
-store_of!(crate::access::ports::Tx);
+store_of!(crate::access::ports::Tx, crate::ocr::ports::Tx);
 
 impl Database for PostgresStore {
     fn backend(&self) -> String {

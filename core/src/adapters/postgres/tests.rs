@@ -41,6 +41,29 @@ fn passes_the_kernel_and_access_store_suites() {
 }
 
 #[test]
+fn passes_the_ocr_store_suite_and_keeps_documents_bytes() {
+    let server = TestServer::start().unwrap();
+    crate::ocr::store_suite::run_all(&|| Arc::new(fresh(&server).1) as Arc<crate::ocr::ports::Store>);
+    let (_, store) = fresh(&server);
+    crate::ocr::store_suite::blob_store_keeps_content_by_its_hash(&store.blobs());
+}
+
+/// A document stored through one server is read through another: the bytes are in the database.
+#[test]
+fn a_document_stored_on_one_server_is_read_on_the_other() {
+    use crate::ocr::blobs::BlobStore;
+    let server = TestServer::start().unwrap();
+    let (url, one) = fresh(&server);
+    let two = PostgresStore::open(&url, 0).unwrap();
+    // The upload limit's size: BYTEA holds it in one row.
+    let bytes: Vec<u8> = (0..20 * 1024 * 1024).map(|i: u32| (i % 251) as u8).collect();
+    let id = one.blobs().put(&bytes).unwrap();
+    assert_eq!(two.blobs().get(&id).unwrap(), bytes);
+    two.blobs().delete(&id).unwrap();
+    assert!(one.blobs().get(&id).is_err());
+}
+
+#[test]
 fn migrates_once_names_the_backend_and_refuses_a_newer_schema() {
     let server = TestServer::start().unwrap();
     let (url, store) = fresh(&server);
