@@ -6,12 +6,16 @@
 //!   commit, PostgreSQL's installation-wide write lock, each with its fsync).
 //! - `auth`: read transactions of what authenticating an API key reads (the key by prefix, its
 //!   user, its roles), from 1 and 8 threads.
+//! - `quota check`: one API-key request counted against its quota (`access::limits::Limits`), in
+//!   this process's memory (a lone SQLite server) against PostgreSQL's shared counters (one
+//!   upsert into an UNLOGGED table), from 1 and 8 threads, over 1,000 keys.
 //!
 //! PostgreSQL is a throw-away server of Debian's binaries (`initdb` in a temporary directory, fsync
 //! on, as `nobody` when run as root), on loopback. `--smoke`: a few operations of each. Nothing
 //! asserts on timings.
 
 use courrier_benches::{harness_main, loadavg};
+use courrier_core::access::limits::{Limiter, Limits};
 use courrier_core::access::model::{ApiKey, KeyId, KeyScope, Perm, PermSet, Profile, Role, UserId};
 use courrier_core::access::ports::Store;
 use courrier_core::adapters::sqlite::SqliteStore;
@@ -141,6 +145,28 @@ fn auths(store: &Arc<Store>, prefixes: &Arc<Vec<String>>, threads: u64, ops: u64
     Ok((ops / threads * threads) as f64 / started.elapsed().as_secs_f64())
 }
 
+/// `ops` key requests counted over `threads`, spread over 1,000 keys whose quota is never spent;
+/// checks per second.
+fn quota_checks(limits: &Arc<dyn Limits>, threads: u64, ops: u64) -> Result<f64, String> {
+    let started = Instant::now();
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let limits = Arc::clone(limits);
+            std::thread::spawn(move || -> Result<(), String> {
+                for i in 0..ops / threads {
+                    let key = ((t * 7919 + i) % 1000) as i64;
+                    limits.take_key_request(key, u32::MAX, at()).map_err(|e| e.to_string())?;
+                }
+                Ok(())
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().map_err(|_| "a counter panicked")??;
+    }
+    Ok((ops / threads * threads) as f64 / started.elapsed().as_secs_f64())
+}
+
 fn run(o: &Options) -> Result<(), String> {
     println!("bench-store, load average {}", loadavg());
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
@@ -149,6 +175,7 @@ fn run(o: &Options) -> Result<(), String> {
     let sqlite: Arc<Store> = Arc::new(SqliteStore::open(&dir.path().join("bench.db"), 0).map_err(|e| e.to_string())?);
     let postgres = PostgresStore::open(&url, 0).map_err(|e| e.to_string())?;
     println!("postgres: {}", courrier_core::storage::Database::backend(&postgres));
+    let shared: Arc<dyn Limits> = Arc::new(postgres.limits());
     let postgres: Arc<Store> = Arc::new(postgres);
     println!("{:<28} {:>12} {:>12} {:>8}", "measure", "sqlite/s", "postgres/s", "pg/sqlite");
     for threads in [1, 8] {
@@ -162,6 +189,12 @@ fn run(o: &Options) -> Result<(), String> {
         let s = auths(&sqlite, &sk, threads, o.ops * 5)?;
         let p = auths(&postgres, &pk, threads, o.ops * 5)?;
         println!("{:<28} {s:>12.0} {p:>12.0} {:>8.2}", format!("auth read, {threads} thread(s)"), p / s);
+    }
+    let memory: Arc<dyn Limits> = Arc::new(Limiter::default());
+    for threads in [1, 8] {
+        let s = quota_checks(&memory, threads, o.ops * 5)?;
+        let p = quota_checks(&shared, threads, o.ops * 5)?;
+        println!("{:<28} {s:>12.0} {p:>12.0} {:>8.4}", format!("quota check, {threads} thread(s)"), p / s);
     }
     println!("load average after: {}", loadavg());
     Ok(())

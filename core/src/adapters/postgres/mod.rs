@@ -22,9 +22,11 @@
 mod access;
 mod audit;
 mod invoices;
+mod limits;
 mod migrations;
 mod ocr;
 mod outbox;
+pub use limits::PgLimits;
 pub use ocr::PgBlobs;
 /// A throw-away server for tests and benchmarks (compiled in always: the benchmark harnesses use
 /// it without core's `testing` feature, which would change core's features between builds).
@@ -175,6 +177,11 @@ impl PostgresStore {
             return Err(map_err(e));
         }
         Ok(Box::new(PgTx { conn: Some(conn), nested: 0, poisoned: false }))
+    }
+
+    /// Quotas and limits counted in this database, shared by every server on it.
+    pub fn limits(&self) -> PgLimits {
+        PgLimits::new(self.pool.clone())
     }
 
     /// The OCR documents' bytes in this database: every server reads what any of them stored.

@@ -319,3 +319,26 @@ fn a_session_opened_on_one_server_is_seen_and_ended_on_the_other() {
     sessions::logout(&one, &ctx, &token).unwrap();
     assert!(matches!(principal::authenticate(&two, &credential, false), Err(AccessError::Unauthenticated)));
 }
+
+/// Two servers on one database count one quota per key and one window per address (issue 25):
+/// the same behaviour as one server's memory, whichever server counts.
+#[test]
+fn two_servers_share_every_quota_and_limit() {
+    let server = TestServer::start().unwrap();
+    let (url, one) = fresh(&server);
+    let two = PostgresStore::open(&url, 0).unwrap();
+    let (l1, l2) = (one.limits(), two.limits());
+    crate::access::limits::shared_suite(&l1, &l2, &l1, &l2);
+}
+
+/// The limits live in UNLOGGED tables: counters, not records, written without the WAL's fsync.
+#[test]
+fn limits_are_counted_in_unlogged_tables() {
+    let server = TestServer::start().unwrap();
+    let (url, _store) = fresh(&server);
+    let rows = other(&url)
+        .query("SELECT relname::TEXT FROM pg_class WHERE relpersistence = 'u' AND relkind = 'r' ORDER BY 1", &[])
+        .unwrap();
+    let names: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+    assert_eq!(names, ["limit_buckets", "limit_windows"]);
+}
