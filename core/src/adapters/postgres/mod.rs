@@ -1,8 +1,9 @@
 //! The PostgreSQL adapter of the storage port (issue 25): the `postgres` crate over an r2d2 pool,
 //! synchronous as core is. Several servers and workers share one database through it.
 //!
-//! What it implements so far: the kernel's transaction, audit trail and outbox, and the access
-//! context's repository (`access::ports::Tx`); the mailing and OCR contexts are not on PostgreSQL
+//! What it implements so far: the kernel's transaction, audit trail and outbox, the access
+//! context's repository (`access::ports::Tx`) and the mailing context's (`mailing::ports::Tx`,
+//! one file per repository, named as the SQLite adapter's); the OCR context is not on PostgreSQL
 //! yet (the server refuses to start on it, `cli/src/server.rs`).
 //!
 //! Transactions keep the semantics the rules were written against on SQLite:
@@ -20,8 +21,18 @@
 
 mod access;
 mod audit;
+mod bounces;
+mod credentials;
+mod idempotency;
+mod inbound;
+mod lease;
+mod mailing;
 mod migrations;
+mod moderation;
 mod outbox;
+mod selfservice;
+mod sends;
+mod webhooks;
 /// A throw-away server for tests and benchmarks (compiled in always: the benchmark harnesses use
 /// it without core's `testing` feature, which would change core's features between builds).
 pub mod test_server;
@@ -189,7 +200,7 @@ macro_rules! store_of {
         }
     )*};
 }
-store_of!(crate::access::ports::Tx);
+store_of!(crate::access::ports::Tx, crate::mailing::ports::Tx);
 
 impl Database for PostgresStore {
     fn backend(&self) -> String {
