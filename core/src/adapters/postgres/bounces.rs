@@ -11,7 +11,8 @@ use crate::storage::StoreError;
 
 impl BounceRepo for PgTx {
     fn copy_for_bounce(&mut self, id: CopyId) -> Result<Option<BouncedCopy>, StoreError> {
-        let row = self.query_opt("SELECT id, send_id, list_id, member_id, state FROM copies WHERE id = $1", &[&id.get()])?;
+        let row =
+            self.query_opt("SELECT id, send_id, list_id, member_id, state FROM copies WHERE id = $1", &[&id.get()])?;
         row.map(|r| {
             Ok(BouncedCopy {
                 id: CopyId::from_stored(get(&r, 0)?),

@@ -224,7 +224,8 @@ impl MailingRepo for PgTx {
     }
 
     fn domain_by_name(&mut self, name: &DomainName) -> Result<Option<Domain>, StoreError> {
-        let row = self.query_opt(&format!("SELECT {DOMAIN_COLUMNS} FROM domains WHERE name = $1"), &[&name.as_str()])?;
+        let row =
+            self.query_opt(&format!("SELECT {DOMAIN_COLUMNS} FROM domains WHERE name = $1"), &[&name.as_str()])?;
         row.as_ref().map(domain_row).transpose()
     }
 

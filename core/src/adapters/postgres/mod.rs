@@ -32,10 +32,10 @@ mod moderation;
 mod outbox;
 mod selfservice;
 mod sends;
-mod webhooks;
 /// A throw-away server for tests and benchmarks (compiled in always: the benchmark harnesses use
 /// it without core's `testing` feature, which would change core's features between builds).
 pub mod test_server;
+mod webhooks;
 
 use crate::storage::{Database, Store, StoreError, Transaction};
 use postgres::types::ToSql;

@@ -42,10 +42,12 @@ impl ModerationRepo for PgTx {
 
     fn count_held(&mut self, lists: Option<&[ListId]>) -> Result<u64, StoreError> {
         let lists = lists.map(ids);
-        count(&self.query_one(
-            "SELECT COUNT(*) FROM held_posts WHERE $1::BIGINT[] IS NULL OR list_id = ANY($1)",
-            &[&lists],
-        )?)
+        count(
+            &self.query_one(
+                "SELECT COUNT(*) FROM held_posts WHERE $1::BIGINT[] IS NULL OR list_id = ANY($1)",
+                &[&lists],
+            )?,
+        )
     }
 
     fn expire_held(&mut self, now: Timestamp) -> Result<Vec<(ListId, HeldId)>, StoreError> {
@@ -64,7 +66,12 @@ impl ModerationRepo for PgTx {
 }
 
 /// The active accounts holding one of `kinds` on the list, each once, ordered.
-fn holders(tx: &mut PgTx, kinds: &[&str], domain: &DomainName, list: &ListName) -> Result<Vec<EmailAddress>, StoreError> {
+fn holders(
+    tx: &mut PgTx,
+    kinds: &[&str],
+    domain: &DomainName,
+    list: &ListName,
+) -> Result<Vec<EmailAddress>, StoreError> {
     let rows = tx.query(
         "SELECT DISTINCT u.email FROM roles r JOIN users u ON u.id = r.user_id
          WHERE r.kind = ANY($1) AND r.domain = $2 AND r.list = $3 AND u.status = 'active'

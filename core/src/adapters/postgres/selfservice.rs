@@ -5,8 +5,8 @@ use super::{PgTx, get, paged};
 use crate::kernel::{EmailAddress, Page, Paged, Timestamp};
 use crate::mailing::model::{ListId, MailingList, MemberStatus};
 use crate::mailing::ports::{LoginLinkRecord, MailingRepo, MeRepo, SubscriberSessionRecord, SubscriptionRecord};
-use std::collections::HashMap;
 use crate::storage::StoreError;
+use std::collections::HashMap;
 
 impl MeRepo for PgTx {
     fn insert_login_link(

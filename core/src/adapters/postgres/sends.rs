@@ -148,10 +148,10 @@ impl SendRepo for PgTx {
     }
 
     fn copy_counts(&mut self, send: SendId) -> Result<CopyCounts, StoreError> {
-        let rows =
-            self.query("SELECT state, COUNT(*) FROM copies WHERE send_id = $1 GROUP BY state ORDER BY state", &[
-                &send.get()
-            ])?;
+        let rows = self.query(
+            "SELECT state, COUNT(*) FROM copies WHERE send_id = $1 GROUP BY state ORDER BY state",
+            &[&send.get()],
+        )?;
         counts(&rows)
     }
 
@@ -169,12 +169,10 @@ impl SendRepo for PgTx {
         limit: u32,
         per_domain: u32,
     ) -> Result<Vec<Copy>, StoreError> {
-        let rows = COPIES.claim(self, &[
-            &now.unix_micros(),
-            &lease_until.unix_micros(),
-            &i64::from(limit),
-            &i64::from(per_domain),
-        ])?;
+        let rows = COPIES.claim(
+            self,
+            &[&now.unix_micros(), &lease_until.unix_micros(), &i64::from(limit), &i64::from(per_domain)],
+        )?;
         rows.iter()
             .map(|r| {
                 Ok(Copy {

@@ -41,6 +41,12 @@ fn passes_the_kernel_and_access_store_suites() {
 }
 
 #[test]
+fn passes_the_mailing_store_suite() {
+    let server = TestServer::start().unwrap();
+    crate::mailing::store_suite::run_all(&|| Arc::new(fresh(&server).1) as Arc<crate::mailing::ports::Store>);
+}
+
+#[test]
 fn migrates_once_names_the_backend_and_refuses_a_newer_schema() {
     let server = TestServer::start().unwrap();
     let (url, store) = fresh(&server);

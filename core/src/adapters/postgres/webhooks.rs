@@ -90,10 +90,9 @@ impl WebhookRepo for PgTx {
             CallResult::Success => {
                 self.execute("UPDATE webhooks SET last_success_at = $2 WHERE id = $1", &[&id, &now])?
             }
-            CallResult::Error(e) => self.execute(
-                "UPDATE webhooks SET last_error = $3, last_error_at = $2 WHERE id = $1",
-                &[&id, &now, &e],
-            )?,
+            CallResult::Error(e) => {
+                self.execute("UPDATE webhooks SET last_error = $3, last_error_at = $2 WHERE id = $1", &[&id, &now, &e])?
+            }
             CallResult::Gone(e) => self.execute(
                 "UPDATE webhooks SET last_error = $3, last_error_at = $2, disabled_at = COALESCE(disabled_at, $2)
                  WHERE id = $1",
