@@ -20,6 +20,7 @@ const MIGRATIONS: &[Migration] = &[
     Migration { version: 1, name: "audit_and_outbox", sql: include_str!("migrations/0001_audit_outbox.sql") },
     Migration { version: 2, name: "access", sql: include_str!("migrations/0002_access.sql") },
     Migration { version: 3, name: "domains_lists", sql: include_str!("migrations/0003_domains_lists.sql") },
+    Migration { version: 4, name: "mailing", sql: include_str!("migrations/0004_mailing.sql") },
     Migration { version: 5, name: "ocr", sql: include_str!("migrations/0005_ocr.sql") },
     Migration { version: 6, name: "shared_limits", sql: include_str!("migrations/0006_limits.sql") },
 ];

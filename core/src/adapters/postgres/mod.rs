@@ -2,9 +2,10 @@
 //! synchronous as core is. Several servers and workers share one database through it.
 //!
 //! What it implements so far: the kernel's transaction, audit trail and outbox, the access
-//! context's repository (`access::ports::Tx`) and the OCR context's (`ocr::ports::Tx`, with the
-//! documents' bytes in [`PgBlobs`]); the mailing context is not on PostgreSQL yet (the server
-//! refuses to start on it, `cli/src/server.rs`).
+//! context's repository (`access::ports::Tx`), the mailing context's (`mailing::ports::Tx`,
+//! one file per repository, named as the SQLite adapter's) and the OCR context's
+//! (`ocr::ports::Tx`, with the documents' bytes in [`PgBlobs`]), and the quotas every server
+//! shares ([`PgLimits`]).
 //!
 //! Transactions keep the semantics the rules were written against on SQLite:
 //! - a write takes the installation's write lock (a transaction-scoped advisory lock) at `BEGIN`,
@@ -21,16 +22,26 @@
 
 mod access;
 mod audit;
+mod bounces;
+mod credentials;
+mod idempotency;
+mod inbound;
 mod invoices;
+mod lease;
 mod limits;
+mod mailing;
 mod migrations;
+mod moderation;
 mod ocr;
 mod outbox;
+mod selfservice;
+mod sends;
 pub use limits::PgLimits;
 pub use ocr::PgBlobs;
 /// A throw-away server for tests and benchmarks (compiled in always: the benchmark harnesses use
 /// it without core's `testing` feature, which would change core's features between builds).
 pub mod test_server;
+mod webhooks;
 
 use crate::storage::{Database, Store, StoreError, Transaction};
 use postgres::types::ToSql;
@@ -205,7 +216,7 @@ macro_rules! store_of {
         }
     )*};
 }
-store_of!(crate::access::ports::Tx, crate::ocr::ports::Tx);
+store_of!(crate::access::ports::Tx, crate::mailing::ports::Tx, crate::ocr::ports::Tx);
 
 impl Database for PostgresStore {
     fn backend(&self) -> String {
