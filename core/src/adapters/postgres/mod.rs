@@ -24,6 +24,7 @@ mod access;
 mod audit;
 mod bounces;
 mod credentials;
+mod data_key;
 mod idempotency;
 mod inbound;
 mod invoices;
@@ -36,6 +37,7 @@ mod ocr;
 mod outbox;
 mod selfservice;
 mod sends;
+pub use data_key::DataKeyError;
 pub use limits::PgLimits;
 pub use ocr::PgBlobs;
 /// A throw-away server for tests and benchmarks (compiled in always: the benchmark harnesses use
@@ -136,6 +138,25 @@ fn redacted(url: &str) -> String {
     }
 }
 
+/// The server's version and durability settings, as `backend()` names them.
+fn describe(client: &mut Client) -> Result<String, postgres::Error> {
+    let mut show = |what: &str| client.query_one(&format!("SHOW {what}"), &[]).and_then(|r| r.try_get::<_, String>(0));
+    let version = show("server_version")?;
+    Ok(format!("postgresql {version} (fsync={}, synchronous_commit=on)", show("fsync")?))
+}
+
+/// What `courrier version` prints with `COURRIER_DATABASE_URL`: the server asked, nothing created
+/// nor migrated; an unreachable server is said so (without the password).
+pub fn describe_backend(url: &str) -> String {
+    let asked = url.parse::<postgres::Config>().and_then(|mut config| {
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(BUSY_TIMEOUT);
+        }
+        describe(&mut config.connect(NoTls)?)
+    });
+    asked.unwrap_or_else(|e| format!("postgresql at {} (not reachable: {e})", redacted(url)))
+}
+
 impl PostgresStore {
     /// Connects to the database at `url` (`postgres://user:pass@host:port/db`) and brings its
     /// schema up to date.
@@ -149,15 +170,7 @@ impl PostgresStore {
         // a pool would retry until its time-out.
         let mut client = config.connect(NoTls).map_err(|e| open_err(e.to_string()))?;
         migrations::apply(&mut client, now_micros)?;
-        let show = |client: &mut Client, what: &str| -> Result<String, StoreError> {
-            let row = client.query_one(&format!("SHOW {what}"), &[]).map_err(|e| open_err(e.to_string()))?;
-            row.try_get(0).map_err(|e| open_err(e.to_string()))
-        };
-        let described = format!(
-            "postgresql {} (fsync={}, synchronous_commit=on)",
-            show(&mut client, "server_version")?,
-            show(&mut client, "fsync")?
-        );
+        let described = describe(&mut client).map_err(|e| open_err(e.to_string()))?;
         drop(client);
         let pool = r2d2::Pool::builder()
             .max_size(POOL_SIZE)
@@ -221,6 +234,10 @@ store_of!(crate::access::ports::Tx, crate::mailing::ports::Tx, crate::ocr::ports
 impl Database for PostgresStore {
     fn backend(&self) -> String {
         self.described.clone()
+    }
+
+    fn is_shared(&self) -> bool {
+        true
     }
 
     /// The server's WAL insert position: it moves with every commit of every server (and with

@@ -477,3 +477,32 @@ fn a_claim_skips_a_copy_another_connection_holds_instead_of_waiting_for_it() {
         crate::storage::in_write(mailing(&store), |tx| tx.claim_copies(now, now.plus_secs(600), 10, 1_000)).unwrap();
     assert_eq!(rest.iter().map(|c| c.id.get()).collect::<Vec<_>>(), [locked], "and leased once it is free");
 }
+
+/// Every server opens the same data key: the first one made it and sealed it with the master key
+/// in the database; a server given another master key is refused, naming the key that sealed it.
+#[test]
+fn every_server_opens_the_data_key_sealed_in_the_database_with_the_master_key() {
+    use crate::adapters::data_key::MasterKey;
+    use base64::Engine;
+    let master = |b: u8| MasterKey::parse(&base64::engine::general_purpose::STANDARD.encode([b; 32])).unwrap();
+    let server = TestServer::start().unwrap();
+    let url = server.fresh_database().unwrap();
+    let keys: Vec<_> = (0..4)
+        .map(|_| {
+            let url = url.clone();
+            std::thread::spawn(move || PostgresStore::open(&url, 0).unwrap().data_key(&master(1), 0).unwrap())
+        })
+        .collect();
+    let keys: Vec<_> = keys.into_iter().map(|k| k.join().unwrap()).collect();
+    let sealed = keys[0].seal(b"webhook secret", "webhook:1");
+    for k in &keys {
+        assert_eq!(k.open(&sealed, "webhook:1").unwrap(), b"webhook secret", "one key for every server");
+    }
+    let stored: String = other(&url).query_one("SELECT sealed FROM installation_secrets", &[]).unwrap().get(0);
+    assert!(stored.starts_with(&format!("v1.{}.", master(1).sealing_key().id())), "sealed by the master key");
+    let store = PostgresStore::open(&url, 0).unwrap();
+    match store.data_key(&master(2), 0) {
+        Err(DataKeyError::OtherMasterKey(id)) => assert_eq!(id, master(1).sealing_key().id()),
+        other => panic!("expected OtherMasterKey, got {other:?}"),
+    }
+}

@@ -1,4 +1,5 @@
--- Quotas and limits every server of the installation counts together (decisions.md): UNLOGGED,
+-- What every server of the installation shares beyond the contexts' records. Quotas and limits
+-- every server counts together (decisions.md): UNLOGGED,
 -- as they are counters, not records. Not written to the WAL, they cost no fsync; a crash of the
 -- database server empties them, which forgives the requests of the last minutes, nothing more.
 
@@ -22,3 +23,12 @@ CREATE UNLOGGED TABLE limit_windows (
     expires_at BIGINT   NOT NULL
 );
 CREATE INDEX limit_windows_expires ON limit_windows (expires_at);
+
+-- Secrets every server must read (decisions.md): the installation's data key (webhook secrets,
+-- DKIM private keys, VERP tags), made by the first server to start and sealed by
+-- COURRIER_MASTER_KEY, which every server is given. Never in clear here.
+CREATE TABLE installation_secrets (
+    name       TEXT   PRIMARY KEY,
+    sealed     TEXT   NOT NULL,
+    created_at BIGINT NOT NULL
+);
