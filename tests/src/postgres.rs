@@ -46,15 +46,52 @@ fn a_document_uploaded_on_one_server_is_downloaded_from_the_other() {
     let pg = PostgresTestServer::start().unwrap();
     let env = installation(&pg);
     let (one, two) = (server(&env), server(&env));
-    let user = make_user(&one.core, "ada@example.org");
-    let secret = key(&one, &user, 10_000).secret;
+    let failed = upload_on_one_download_on_two(&one, &two);
     for app in [&one, &two] {
+        assert!(!app.dir.path().join("documents").exists(), "no documents directory on PostgreSQL");
+    }
+    assert_eq!(failed_paths(&env), [(failed, None)], "the operator is told the file is in the database");
+}
+
+/// `courrier ocr failed --json` on the installation: each document's ocrID and stored file.
+fn failed_paths(env: &[(&'static str, String)]) -> Vec<(String, Option<String>)> {
+    let vars: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let (status, stdout, stderr) = run_cli(&["--json", "ocr", "failed"], &vars);
+    assert!(status.success(), "{stderr}");
+    let listed: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let items = listed["items"].as_array().unwrap();
+    items.iter().map(|d| (d["ocrID"].as_str().unwrap().to_owned(), d["path"].as_str().map(str::to_owned))).collect()
+}
+
+/// With `COURRIER_DOCUMENTS_DIR` (a directory every server mounts) the bytes are files there,
+/// named by their SHA-256, and the other server reads them from it.
+#[test]
+fn documents_in_a_shared_directory_are_read_by_every_server() {
+    let pg = PostgresTestServer::start().unwrap();
+    let shared = tempfile::tempdir().unwrap();
+    let mut env = installation(&pg);
+    env.push(("COURRIER_DOCUMENTS_DIR", shared.path().display().to_string()));
+    let (one, two) = (server(&env), server(&env));
+    upload_on_one_download_on_two(&one, &two);
+    let blob = courrier_core::ocr::blobs::BlobId::of(&fixture("truncated.pdf"));
+    let (head, rest) = blob.as_str().split_at(2);
+    let file = shared.path().join(head).join(rest);
+    assert_eq!(std::fs::read(&file).unwrap(), fixture("truncated.pdf"), "the upload is a file of the shared directory");
+    assert_eq!(failed_paths(&env)[0].1.as_deref(), Some(file.to_str().unwrap()));
+}
+
+/// Uploads a scanned PDF (storeOnly) through `one`; `two` finds its record and downloads its page
+/// byte for byte. Then keeps a truncated PDF (ocrFailed) through `one`: its ocrID.
+fn upload_on_one_download_on_two(one: &TestApp, two: &TestApp) -> String {
+    let user = make_user(&one.core, "ada@example.org");
+    let secret = key(one, &user, 10_000).secret;
+    for app in [one, two] {
         let version = get(app, "/api/v1/system/version", &secret).json();
         let backend = version["data"]["backend"].as_str().unwrap_or_default().to_owned();
         assert!(backend.starts_with("postgresql 1"), "{version}");
     }
     let resp = upload(
-        &one,
+        one,
         &secret,
         "invoice-scan.pdf",
         &fixture("invoice-scan.pdf"),
@@ -62,7 +99,7 @@ fn a_document_uploaded_on_one_server_is_downloaded_from_the_other() {
     );
     assert_eq!(resp.status, 200, "{}", resp.body);
     let ocr_id = resp.json()["ocrID"].as_str().unwrap().to_owned();
-    let found = get(&two, &format!("/api/ocrs?ocrID={ocr_id}"), &secret);
+    let found = get(two, &format!("/api/ocrs?ocrID={ocr_id}"), &secret);
     assert_eq!(found.status, 200, "{}", found.body);
     assert_eq!(found.json()["ocrID"], ocr_id.as_str());
     let (status, _, jpeg) = two.client.request_bytes(
@@ -73,9 +110,10 @@ fn a_document_uploaded_on_one_server_is_downloaded_from_the_other() {
     );
     assert_eq!(status, 200);
     assert!(jpeg == fixture("invoice-scan.jpg"), "the other server read the stored bytes back");
-    for app in [&one, &two] {
-        assert!(!app.dir.path().join("documents").exists(), "no documents directory on PostgreSQL");
-    }
+    // And one kept for staff analysis, as the operator lists them.
+    let resp = upload(one, &secret, "odd.pdf", &fixture("truncated.pdf"), &[("lang", "fr"), ("action", "ocrFailed")]);
+    assert_eq!(resp.status, 200, "{}", resp.body);
+    resp.json()["ocrID"].as_str().unwrap().to_owned()
 }
 
 /// A key's quota is one quota for the installation: requests on either server spend it, the next
