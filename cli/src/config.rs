@@ -284,6 +284,23 @@ mod tests {
     }
 
     #[test]
+    fn the_master_key_is_checked_and_the_documents_dir_set_apart_from_the_data_dir() {
+        let c = config(&[], Some("/d")).unwrap();
+        assert!(c.master_key.is_none() && c.documents_in_files());
+        assert_eq!(c.documents_dir(), PathBuf::from("/d/documents"));
+        let url = ("COURRIER_DATABASE_URL", "postgres://u:p@h:5432/db");
+        let key = "WlpaWlpaWlpaWlpaWlpaWlpaWlpaWlpaWlpaWlpaWlo=";
+        let c = config(&[url, ("COURRIER_MASTER_KEY", key)], Some("/d")).unwrap();
+        assert!(c.master_key.is_some() && !c.documents_in_files(), "documents in the database");
+        let c = config(&[url, ("COURRIER_DOCUMENTS_DIR", "/shared/docs")], Some("/d")).unwrap();
+        assert!(c.documents_in_files());
+        assert_eq!(c.documents_dir(), PathBuf::from("/shared/docs"));
+        let err = config(&[("COURRIER_MASTER_KEY", "WlpaWg==")], None).unwrap_err().to_string();
+        assert!(err.starts_with("COURRIER_MASTER_KEY is not valid: it holds 4 bytes"), "{err}");
+        assert!(!err.contains("WlpaWg"), "{err}");
+    }
+
+    #[test]
     fn a_database_url_is_a_postgres_url_and_absent_by_default() {
         assert_eq!(config(&[], None).unwrap().database_url, None);
         assert_eq!(config(&[("COURRIER_DATABASE_URL", " ")], None).unwrap().database_url, None, "empty is unset");
