@@ -230,7 +230,7 @@ fn execute(cli: Cli) -> Result<(), CliError> {
             let version = courrier_core::kernel::VersionInfo {
                 build: build_info(),
                 backend: match &config.database_url {
-                    Some(url) => courrier_core::adapters::postgres::describe_backend(url),
+                    Some(url) => courrier_core::adapters::describe_postgres_backend(url),
                     None => courrier_core::adapters::sqlite::describe_backend(),
                 },
             };

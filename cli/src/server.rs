@@ -91,7 +91,7 @@ fn open_backend(config: &Config, now_micros: i64) -> Result<Backend, CliError> {
     let master = master_key(config)?.expect("checked before");
     let store = courrier_core::adapters::PostgresStore::open(url, now_micros)?;
     let data_key = store.data_key(master, now_micros).map_err(|e| match e {
-        courrier_core::adapters::postgres::DataKeyError::Store(e) => CliError::from(e),
+        courrier_core::adapters::PostgresDataKeyError::Store(e) => CliError::from(e),
         other => ConfigError::Invalid { var: "COURRIER_MASTER_KEY", reason: other.to_string() }.into(),
     })?;
     let blobs: Option<Arc<dyn ocr::blobs::BlobStore>> =
