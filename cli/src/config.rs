@@ -67,8 +67,14 @@ pub struct Config {
     pub search_min_members: u64,
     /// A PostgreSQL database instead of SQLite in the data directory (`COURRIER_DATABASE_URL`,
     /// `postgres://user:password@host:port/database`; issue 25). Checked here for its form;
-    /// `server::wire` refuses it while not every context is on PostgreSQL.
+    /// With it, every context's records are on PostgreSQL (`server::wire`).
     pub database_url: Option<String>,
+    /// The key sealing the data key in the database (`COURRIER_MASTER_KEY`, base64 of 32 bytes):
+    /// required with `database_url`, checked for its form here whatever the backend.
+    pub master_key: Option<courrier_core::adapters::data_key::MasterKey>,
+    /// Where OCR documents are kept (`COURRIER_DOCUMENTS_DIR`): a directory every server mounts.
+    /// Unset: `<data dir>/documents` on SQLite, the database itself on PostgreSQL.
+    pub documents_dir_set: Option<PathBuf>,
     /// How much lower than the request handlers' the CPU priority of a CSV import is
     /// (`COURRIER_IMPORT_NICENESS`, a nice value from 0 to 19, default 10; 0 runs imports at the
     /// handlers' priority).
@@ -82,6 +88,9 @@ pub enum ConfigError {
     /// A well-formed setting this build cannot honour yet.
     #[error("{var} is not supported yet: {reason}")]
     NotSupportedYet { var: &'static str, reason: String },
+    /// A setting another one makes necessary.
+    #[error("{var} is required: {reason}")]
+    Required { var: &'static str, reason: String },
 }
 
 impl CoreError for ConfigError {
@@ -191,8 +200,17 @@ impl Config {
                     .map_err(|e| invalid("COURRIER_DATABASE_URL", e))
             })
             .transpose()?;
+        let master_key = get("COURRIER_MASTER_KEY")
+            .filter(|s| !s.trim().is_empty())
+            .map(|s| {
+                courrier_core::adapters::data_key::MasterKey::parse(&s).map_err(|e| invalid("COURRIER_MASTER_KEY", e))
+            })
+            .transpose()?;
+        let documents_dir_set = get("COURRIER_DOCUMENTS_DIR").filter(|s| !s.trim().is_empty()).map(PathBuf::from);
         Ok(Self {
             database_url,
+            master_key,
+            documents_dir_set,
             ocr_pages_per_month,
             ocr_retention,
             egress_allow,
@@ -231,7 +249,13 @@ impl Config {
     }
 
     pub fn documents_dir(&self) -> PathBuf {
-        self.data_dir.join("documents")
+        self.documents_dir_set.clone().unwrap_or_else(|| self.data_dir.join("documents"))
+    }
+
+    /// Whether OCR documents are kept in files (SQLite, or `COURRIER_DOCUMENTS_DIR` set) rather
+    /// than in the PostgreSQL database.
+    pub fn documents_in_files(&self) -> bool {
+        self.database_url.is_none() || self.documents_dir_set.is_some()
     }
 }
 
@@ -257,6 +281,23 @@ mod tests {
     fn config(vars: &[(&str, &str)], flag: Option<&str>) -> Result<Config, ConfigError> {
         let map: HashMap<String, String> = vars.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect();
         Config::from_env(|k| map.get(k).cloned(), flag.map(PathBuf::from))
+    }
+
+    #[test]
+    fn the_master_key_is_checked_and_the_documents_dir_set_apart_from_the_data_dir() {
+        let c = config(&[], Some("/d")).unwrap();
+        assert!(c.master_key.is_none() && c.documents_in_files());
+        assert_eq!(c.documents_dir(), PathBuf::from("/d/documents"));
+        let url = ("COURRIER_DATABASE_URL", "postgres://u:p@h:5432/db");
+        let key = "WlpaWlpaWlpaWlpaWlpaWlpaWlpaWlpaWlpaWlpaWlo=";
+        let c = config(&[url, ("COURRIER_MASTER_KEY", key)], Some("/d")).unwrap();
+        assert!(c.master_key.is_some() && !c.documents_in_files(), "documents in the database");
+        let c = config(&[url, ("COURRIER_DOCUMENTS_DIR", "/shared/docs")], Some("/d")).unwrap();
+        assert!(c.documents_in_files());
+        assert_eq!(c.documents_dir(), PathBuf::from("/shared/docs"));
+        let err = config(&[("COURRIER_MASTER_KEY", "WlpaWg==")], None).unwrap_err().to_string();
+        assert!(err.starts_with("COURRIER_MASTER_KEY is not valid: it holds 4 bytes"), "{err}");
+        assert!(!err.contains("WlpaWg"), "{err}");
     }
 
     #[test]

@@ -232,7 +232,10 @@ fn execute(cli: Cli) -> Result<(), CliError> {
             // build is and which backend it uses.
             let version = courrier_core::kernel::VersionInfo {
                 build: build_info(),
-                backend: courrier_core::adapters::sqlite::describe_backend(),
+                backend: match &config.database_url {
+                    Some(url) => courrier_core::adapters::describe_postgres_backend(url),
+                    None => courrier_core::adapters::sqlite::describe_backend(),
+                },
             };
             let doc = courrier_core::system::version_view(&version);
             if cli.json {

@@ -84,6 +84,13 @@ fn failed(config: &Config, limit: u32, offset: u64, json: bool) -> Result<(), Cl
     })?;
     let app = wire(config, crate::build_info())?.ocr;
     let found = documents::failed(&app, page)?;
+    // The stored file, when documents are files; on PostgreSQL without COURRIER_DOCUMENTS_DIR they
+    // are rows of `ocr_blobs`, named by the same SHA-256.
+    let path = |d: &courrier_core::ocr::model::Document| {
+        config
+            .documents_in_files()
+            .then(|| config.documents_dir().join(&d.blob.as_str()[..2]).join(&d.blob.as_str()[2..]))
+    };
     if json {
         let items: Vec<serde_json::Value> = found
             .items
@@ -95,7 +102,7 @@ fn failed(config: &Config, limit: u32, offset: u64, json: bool) -> Result<(), Cl
                     "kind": d.kind.as_str(),
                     "size_bytes": d.size_bytes,
                     "sha256": d.blob.as_str(),
-                    "path": config.documents_dir().join(&d.blob.as_str()[..2]).join(&d.blob.as_str()[2..]),
+                    "path": path(d),
                     "created_at": d.created_at.to_rfc3339(),
                 })
             })
@@ -103,7 +110,7 @@ fn failed(config: &Config, limit: u32, offset: u64, json: bool) -> Result<(), Cl
         println!("{}", serde_json::json!({ "items": items, "total": found.total }));
     } else {
         for d in &found.items {
-            let path = config.documents_dir().join(&d.blob.as_str()[..2]).join(&d.blob.as_str()[2..]);
+            let path = path(d).map_or_else(|| "(in the database)".to_owned(), |p| p.display().to_string());
             println!(
                 "{}  {}  user {}  {} {} bytes  {}",
                 d.created_at.to_rfc3339(),
@@ -111,7 +118,7 @@ fn failed(config: &Config, limit: u32, offset: u64, json: bool) -> Result<(), Cl
                 d.owner.get(),
                 d.kind.as_str(),
                 d.size_bytes,
-                path.display()
+                path
             );
         }
         println!("{} failed document(s)", found.total);

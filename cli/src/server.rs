@@ -32,38 +32,101 @@ impl Services {
     }
 }
 
-/// On PostgreSQL (`COURRIER_DATABASE_URL`) the storage adapter holds the access context only: a
-/// server, worker or command on it would find no mailing or OCR table. Refused before anything
-/// is created or connected, so that nothing runs half on one database and half on another.
-fn refuse_what_postgres_cannot_hold_yet(config: &Config) -> Result<(), ConfigError> {
-    match &config.database_url {
-        None => Ok(()),
-        Some(_) => Err(ConfigError::NotSupportedYet {
-            var: "COURRIER_DATABASE_URL",
-            reason: "PostgreSQL holds only the access context so far (users, roles, API keys, sessions); the mailing \
-                     context (domains, lists, members, sends, webhooks, mail in) and the OCR context (documents, \
-                     invoices, usage) are not on PostgreSQL yet. Unset it to use SQLite in the data directory."
+/// One database as each context sees it (the same object behind each handle).
+struct Stores {
+    access: Arc<access::ports::Store>,
+    mailing: Arc<mailing::ports::Store>,
+    ocr: Arc<ocr::ports::Store>,
+    database: Arc<dyn Database>,
+}
+
+fn stores<S>(store: Arc<S>) -> Stores
+where
+    S: Database
+        + courrier_core::storage::Store<dyn access::ports::Tx>
+        + courrier_core::storage::Store<dyn mailing::ports::Tx>
+        + courrier_core::storage::Store<dyn ocr::ports::Tx>
+        + 'static,
+{
+    Stores { access: store.clone(), mailing: store.clone(), ocr: store.clone(), database: store }
+}
+
+/// What the backend gives beyond its stores: the data key, and on PostgreSQL the documents' store
+/// and the quotas every server shares.
+struct Backend {
+    stores: Stores,
+    data_key: courrier_core::kernel::sealed::DataKey,
+    /// `None`: the documents' directory.
+    blobs: Option<Arc<dyn ocr::blobs::BlobStore>>,
+    /// `None`: counted in this process.
+    limits: Option<(Arc<dyn access::limits::Limits>, Arc<dyn access::limits::Counters>)>,
+    /// Who runs each periodic job of the installation.
+    jobs: Arc<dyn courrier_core::storage::jobs::JobLocks>,
+}
+
+/// On PostgreSQL (`COURRIER_DATABASE_URL`) every server reads the data key from the database,
+/// sealed by `COURRIER_MASTER_KEY`: without it, refused before anything is created or connected.
+fn master_key(config: &Config) -> Result<Option<&courrier_core::adapters::data_key::MasterKey>, ConfigError> {
+    match (&config.database_url, &config.master_key) {
+        (None, _) => Ok(None),
+        (Some(_), Some(key)) => Ok(Some(key)),
+        (Some(_), None) => Err(ConfigError::Required {
+            var: "COURRIER_MASTER_KEY",
+            reason: "with COURRIER_DATABASE_URL every server reads the installation's data key (webhook secrets, \
+                     DKIM keys) from the database, sealed by this key: give every server the same base64 32-byte \
+                     key (make one with `openssl rand -base64 32`)"
                 .into(),
         }),
     }
 }
 
+fn open_backend(config: &Config, now_micros: i64) -> Result<Backend, CliError> {
+    let Some(url) = &config.database_url else {
+        let store = SqliteStore::open(&config.database_path(), now_micros)?;
+        store.set_search_limits(courrier_core::adapters::sqlite::SearchLimits {
+            min_members: config.search_min_members,
+            budget_bytes: usize::try_from(config.search_cache_mib << 20).unwrap_or(usize::MAX),
+            ..Default::default()
+        });
+        let data_key = courrier_core::adapters::data_key::load_or_create(&config.data_dir)
+            .map_err(|reason| ConfigError::Invalid { var: "COURRIER_DATA_DIR", reason })?;
+        // One host holds a SQLite installation: a lock file per job in its data directory.
+        let jobs = Arc::new(courrier_core::adapters::job_files::FileJobLocks::new(
+            config.data_dir.join("jobs"),
+            courrier_core::adapters::job_files::this_process(),
+        ));
+        return Ok(Backend { stores: stores(Arc::new(store)), data_key, blobs: None, limits: None, jobs });
+    };
+    let master = master_key(config)?.expect("checked before");
+    let store = courrier_core::adapters::PostgresStore::open(url, now_micros)?;
+    let data_key = store.data_key(master, now_micros).map_err(|e| match e {
+        courrier_core::adapters::PostgresDataKeyError::Store(e) => CliError::from(e),
+        other => ConfigError::Invalid { var: "COURRIER_MASTER_KEY", reason: other.to_string() }.into(),
+    })?;
+    let blobs: Option<Arc<dyn ocr::blobs::BlobStore>> =
+        if config.documents_in_files() { None } else { Some(Arc::new(store.blobs())) };
+    let limits = Arc::new(store.limits());
+    // Every host of the installation: a session advisory lock per job on the shared database.
+    let jobs = Arc::new(store.job_locks(courrier_core::adapters::job_files::this_process()));
+    Ok(Backend { stores: stores(Arc::new(store)), data_key, blobs, limits: Some((limits.clone(), limits)), jobs })
+}
+
 /// Creates the data directory (owner-only: it will hold the data key and the documents) and
-/// opens the database in it.
+/// opens the database: SQLite in it, or PostgreSQL at `COURRIER_DATABASE_URL`.
 pub fn wire(config: &Config, build: BuildInfo) -> Result<Services, CliError> {
-    refuse_what_postgres_cannot_hold_yet(config)?;
-    for dir in [&config.data_dir, &config.documents_dir()] {
+    master_key(config)?;
+    let mut dirs = vec![&config.data_dir];
+    let documents_dir = config.documents_dir();
+    if config.documents_in_files() {
+        dirs.push(&documents_dir);
+    }
+    for dir in dirs {
         create_private_dir(dir).map_err(|source| CliError::DataDir { path: dir.display().to_string(), source })?;
     }
     let clock = Arc::new(SystemClock);
     let mail = SmtpTransport::from_url(&config.smtp_url)
         .map_err(|e| ConfigError::Invalid { var: "COURRIER_SMTP_URL", reason: e.to_string() })?;
-    let store = SqliteStore::open(&config.database_path(), clock.now().unix_micros())?;
-    store.set_search_limits(courrier_core::adapters::sqlite::SearchLimits {
-        min_members: config.search_min_members,
-        budget_bytes: usize::try_from(config.search_cache_mib << 20).unwrap_or(usize::MAX),
-        ..Default::default()
-    });
+    let backend = open_backend(config, clock.now().unix_micros())?;
     let sandbox =
         config.ocr_sandbox_bin.clone().or_else(courrier_core::adapters::pdf_sandbox::default_exe).ok_or_else(|| {
             ConfigError::Invalid { var: "COURRIER_OCR_SANDBOX_BIN", reason: "cannot find this executable".into() }
@@ -86,8 +149,10 @@ pub fn wire(config: &Config, build: BuildInfo) -> Result<Services, CliError> {
     );
     ocr_adapters.limits.pages_per_month = config.ocr_pages_per_month;
     ocr_adapters.limits.retention = config.ocr_retention;
-    let data_key = courrier_core::adapters::data_key::load_or_create(&config.data_dir)
-        .map_err(|reason| ConfigError::Invalid { var: "COURRIER_DATA_DIR", reason })?;
+    if let Some(blobs) = backend.blobs {
+        ocr_adapters.blobs = blobs;
+    }
+    let Backend { stores, data_key, limits, jobs, .. } = backend;
     let https = courrier_core::adapters::https::RustlsHttps::new(config.extra_ca.as_deref())
         .map_err(|reason| ConfigError::Invalid { var: "COURRIER_EXTRA_CA", reason })?;
     let tls = courrier_core::adapters::https::tls_config(config.extra_ca.as_deref())
@@ -104,19 +169,22 @@ pub fn wire(config: &Config, build: BuildInfo) -> Result<Services, CliError> {
         https: Arc::new(https),
         allow: config.egress_allow.clone(),
     };
-    let store = Arc::new(store);
     let clock: Arc<dyn Clock> = clock;
     let mail: Arc<dyn courrier_core::kernel::MailTransport> = Arc::new(mail);
     let settings = Settings { public_url: config.public_url.clone(), mail_from: config.mail_from.clone() };
-    let access = Arc::new(access::Service::new(store.clone(), clock.clone(), mail.clone(), settings.clone()));
+    let mut access = access::Service::new(stores.access, clock.clone(), mail.clone(), settings.clone());
+    if let Some((limiter, counters)) = limits {
+        access = access.share_limits(limiter, counters);
+    }
+    let access = Arc::new(access);
     // A user's OCR documents are deleted with the account: access calls this port, naming no context.
     access.hold_user_data(Arc::new(ocr::retention::UserDocuments {
-        store: store.clone(),
+        store: stores.ocr.clone(),
         blobs: Arc::clone(&ocr_adapters.blobs),
     }));
     let mailing = Arc::new(mailing::Service {
         access: Arc::clone(&access),
-        store: store.clone(),
+        store: stores.mailing,
         clock: clock.clone(),
         mail,
         settings,
@@ -131,13 +199,8 @@ pub fn wire(config: &Config, build: BuildInfo) -> Result<Services, CliError> {
         mime: Arc::new(courrier_core::adapters::mime::MailParserReader),
         mail_in: Default::default(),
     });
-    let ocr = Arc::new(ocr::Service::new(Arc::clone(&access), store.clone(), clock, ocr_adapters));
-    // One host holds a SQLite installation: a lock file per job in its data directory.
-    let jobs = Arc::new(courrier_core::adapters::job_files::FileJobLocks::new(
-        config.data_dir.join("jobs"),
-        courrier_core::adapters::job_files::this_process(),
-    ));
-    Ok(Services { access, mailing, ocr, database: store, jobs, build })
+    let ocr = Arc::new(ocr::Service::new(Arc::clone(&access), stores.ocr, clock, ocr_adapters));
+    Ok(Services { access, mailing, ocr, database: stores.database, jobs, build })
 }
 
 /// The keyring file: missing, unreadable or malformed stops the start, naming the variable.

@@ -104,32 +104,6 @@ fn usage_errors_are_clap_exit_2() {
     assert!(stderr.contains("no-such-command"), "{stderr}");
 }
 
-/// PostgreSQL holds only the access context so far: a server (or worker, or command) pointed at it
-/// refuses to start, naming what is missing, before it creates or connects to anything.
-#[test]
-fn a_postgres_database_url_is_refused_naming_what_is_not_on_postgres_yet() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let listen = format!("127.0.0.1:{}", free_port());
-    for command in [&["serve"][..], &["worker"], &["user", "create", "--email", "a@example.org"]] {
-        let args: Vec<&str> =
-            ["--data-dir", data.to_str().unwrap()].into_iter().chain(command.iter().copied()).collect();
-        let (status, stdout, stderr) = run_cli(
-            &args,
-            &[
-                ("COURRIER_DATABASE_URL", "postgres://courrier:secret@127.0.0.1:1/courrier"),
-                ("COURRIER_LISTEN", &listen),
-            ],
-        );
-        assert_eq!(status.code(), Some(1), "{command:?}: {stderr}");
-        assert!(stdout.is_empty());
-        assert!(stderr.starts_with("courrier: COURRIER_DATABASE_URL is not supported yet"), "{stderr}");
-        assert!(stderr.contains("mailing context") && stderr.contains("OCR context"), "{stderr}");
-        assert!(!stderr.contains("secret"), "{stderr}");
-        assert!(!data.exists(), "{command:?} created the data directory before refusing");
-    }
-}
-
 #[test]
 fn a_database_url_that_is_not_postgres_is_a_clear_error() {
     let (status, _, stderr) = run_cli(&["serve"], &[("COURRIER_DATABASE_URL", "mysql://root@127.0.0.1/courrier")]);

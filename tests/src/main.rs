@@ -24,6 +24,7 @@ mod ocr_clients;
 mod ocr_retention;
 mod openapi;
 mod pdf_bombs;
+mod postgres;
 mod sends;
 mod shutdown;
 mod slow_clients;

@@ -1,7 +1,8 @@
-//! Quotas kept in this process's memory: API key requests per minute (a token bucket, not a
-//! calendar minute), and login attempts per
-//! address and per source. (`decisions.md`: counted per server process until several servers
-//! share a database; the store port will carry them then.)
+//! Quotas: API key requests per minute (a token bucket, not a calendar minute), login attempts
+//! per address and per source, and sliding windows of other operations. [`Limits`] is the port;
+//! [`Limiter`] keeps them in this process's memory (a lone server on SQLite). Several servers on
+//! one PostgreSQL database count them in it instead (`decisions.md`), through the adapter in
+//! `adapters/postgres/limits.rs`, so that a key's quota is one quota for the installation.
 
 use super::AccessError;
 use crate::kernel::Timestamp;
@@ -15,7 +16,7 @@ pub const LOGIN_WINDOW_SECS: i64 = 15 * 60;
 
 /// Drops the instants that left the sliding window; refuses (with the wait until the oldest
 /// leaves it) when `allowed` remain.
-fn refuse_when_full(
+pub fn refuse_when_full(
     times: &mut VecDeque<Timestamp>,
     allowed: usize,
     window_secs: i64,
@@ -69,6 +70,22 @@ impl Bucket {
     }
 }
 
+/// Where quotas are counted: one process's memory ([`Limiter`]) or a database several servers share.
+/// A failure to count (the database unreachable) refuses the request: it is never let through
+/// uncounted.
+pub trait Limits: Send + Sync {
+    /// Counts one request of a key against its quota of `per_minute` (a token bucket, see
+    /// `Bucket`); refuses it, with the seconds until the next token, when the bucket is empty.
+    fn take_key_request(&self, key: i64, per_minute: u32, now: Timestamp) -> Result<(), AccessError>;
+    /// Counts one use of `key`; refuses it when `allowed` uses happened in the last `window_secs`.
+    fn take_window(&self, key: &str, allowed: usize, window_secs: i64, now: Timestamp) -> Result<(), AccessError>;
+    /// Refuses a login attempt while the address or the source has failed too often lately.
+    fn check_login(&self, address: &str, source: Option<&str>, now: Timestamp) -> Result<(), AccessError>;
+    fn record_login_failure(&self, address: &str, source: Option<&str>, now: Timestamp) -> Result<(), AccessError>;
+    fn clear_login_failures(&self, address: &str) -> Result<(), AccessError>;
+}
+
+/// [`Limits`] in this process's memory.
 #[derive(Default)]
 pub struct Limiter {
     /// key id -> its token bucket
@@ -79,10 +96,8 @@ pub struct Limiter {
     windows: Mutex<HashMap<String, VecDeque<Timestamp>>>,
 }
 
-impl Limiter {
-    /// Counts one request of a key against its quota of `per_minute` (a token bucket: see
-    /// [`Bucket`]); refuses it, with the seconds until the next token, when the bucket is empty.
-    pub fn take_key_request(&self, key: i64, per_minute: u32, now: Timestamp) -> Result<(), AccessError> {
+impl Limits for Limiter {
+    fn take_key_request(&self, key: i64, per_minute: u32, now: Timestamp) -> Result<(), AccessError> {
         let mut buckets = self.key_buckets.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let bucket = buckets.entry(key).or_insert(Bucket { per_minute, tat: i128::MIN });
         if bucket.per_minute != per_minute {
@@ -91,8 +106,7 @@ impl Limiter {
         bucket.take(now).map_err(|retry_after| AccessError::RateLimited { retry_after })
     }
 
-    /// Counts one use of `key`; refuses it when `allowed` uses happened in the last `window_secs`.
-    pub fn take_window(&self, key: &str, allowed: usize, window_secs: i64, now: Timestamp) -> Result<(), AccessError> {
+    fn take_window(&self, key: &str, allowed: usize, window_secs: i64, now: Timestamp) -> Result<(), AccessError> {
         let mut windows = self.windows.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         // Forget keys whose window has passed, so the map stays the size of the recent callers.
         if windows.len() > 10_000 {
@@ -104,8 +118,7 @@ impl Limiter {
         Ok(())
     }
 
-    /// Refuses a login attempt while the address or the source has failed too often lately.
-    pub fn check_login(&self, address: &str, source: Option<&str>, now: Timestamp) -> Result<(), AccessError> {
+    fn check_login(&self, address: &str, source: Option<&str>, now: Timestamp) -> Result<(), AccessError> {
         let mut failures = self.login_failures.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let keys = std::iter::once((format!("address:{address}"), LOGIN_FAILURES_PER_ADDRESS))
             .chain(source.map(|s| (format!("source:{s}"), LOGIN_FAILURES_PER_SOURCE)));
@@ -117,17 +130,19 @@ impl Limiter {
         Ok(())
     }
 
-    pub fn record_login_failure(&self, address: &str, source: Option<&str>, now: Timestamp) {
+    fn record_login_failure(&self, address: &str, source: Option<&str>, now: Timestamp) -> Result<(), AccessError> {
         let mut failures = self.login_failures.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         failures.entry(format!("address:{address}")).or_default().push_back(now);
         if let Some(s) = source {
             failures.entry(format!("source:{s}")).or_default().push_back(now);
         }
+        Ok(())
     }
 
-    pub fn clear_login_failures(&self, address: &str) {
+    fn clear_login_failures(&self, address: &str) -> Result<(), AccessError> {
         let mut failures = self.login_failures.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         failures.remove(&format!("address:{address}"));
+        Ok(())
     }
 }
 
@@ -182,9 +197,92 @@ impl Counters for MemoryCounters {
     }
 }
 
+/// The behaviour of every [`Limits`] and [`Counters`] adapter, counted through two "servers" that
+/// share one installation (`one` and `two` are the same object for the in-memory adapter): what
+/// one counted, the other sees.
+#[cfg(test)]
+pub(crate) fn shared_suite(one: &dyn Limits, two: &dyn Limits, c_one: &dyn Counters, c_two: &dyn Counters) {
+    let retry = |r: Result<(), AccessError>| match r {
+        Err(AccessError::RateLimited { retry_after }) => retry_after,
+        other => panic!("expected a refusal, got {other:?}"),
+    };
+    // A key's bucket of 3, a token every 20 s, counted on both servers.
+    let t = Timestamp::from_unix_secs(1_000_040);
+    one.take_key_request(7, 3, t).unwrap();
+    two.take_key_request(7, 3, t).unwrap();
+    one.take_key_request(7, 3, t).unwrap();
+    assert_eq!(retry(two.take_key_request(7, 3, t.plus_secs(10))), 10, "the quota is one for both servers");
+    two.take_key_request(8, 3, t).expect("another key has its own quota");
+    one.take_key_request(7, 3, t.plus_secs(20)).expect("one token back after 20 s");
+    assert!(two.take_key_request(7, 3, t.plus_secs(20)).is_err(), "and only one");
+    for s in [&one, &two, &one] {
+        s.take_key_request(7, 3, t.plus_secs(80)).expect("a full bucket a minute later");
+    }
+    // A burst across a minute boundary gets no more than the bucket (no calendar minute).
+    let minute = Timestamp::from_unix_secs(30_000_000 * 60);
+    let (end, next) = (
+        Timestamp::from_unix_micros(minute.unix_micros() + 59_500_000),
+        Timestamp::from_unix_micros(minute.unix_micros() + 60_500_000),
+    );
+    let both = [one, two];
+    let count = |at| (0..600).filter(|i| both[i % 2].take_key_request(1, 600, at).is_ok()).count();
+    assert_eq!((count(end), count(next)), (600, 10));
+    assert_eq!(retry(one.take_key_request(1, 600, next)), 1);
+    // A changed quota starts a fresh bucket.
+    let t = Timestamp::from_unix_secs(10_000);
+    one.take_key_request(3, 1, t).unwrap();
+    assert!(two.take_key_request(3, 1, t).is_err());
+    two.take_key_request(3, 5, t).expect("the new quota applies at once");
+
+    // Login failures per address and per source, recorded on either server.
+    let t = Timestamp::from_unix_secs(5_000);
+    for i in 0..LOGIN_FAILURES_PER_ADDRESS {
+        both[i % 2].check_login("a@x.org", Some("10.0.0.1"), t).unwrap();
+        both[i % 2].record_login_failure("a@x.org", Some("10.0.0.1"), t).unwrap();
+    }
+    assert_eq!(retry(two.check_login("a@x.org", Some("10.0.0.2"), t.plus_secs(60))), LOGIN_WINDOW_SECS as u64 - 60);
+    one.check_login("b@x.org", Some("10.0.0.1"), t).expect("the source is not throttled yet");
+    for i in 0..LOGIN_FAILURES_PER_SOURCE {
+        both[i % 2].record_login_failure(&format!("c{i}@x.org"), Some("10.0.0.9"), t).unwrap();
+    }
+    assert!(one.check_login("new@x.org", Some("10.0.0.9"), t).is_err());
+    two.check_login("a@x.org", None, t.plus_secs(LOGIN_WINDOW_SECS)).expect("the window passed");
+    one.clear_login_failures("a@x.org").unwrap();
+    two.check_login("a@x.org", None, t).expect("a success clears the address's failures");
+
+    // A sliding window of 2 uses a minute.
+    let t = Timestamp::from_unix_secs(7_000);
+    one.take_window("dns-check:x", 2, 60, t).unwrap();
+    two.take_window("dns-check:x", 2, 60, t.plus_secs(30)).unwrap();
+    assert_eq!(retry(one.take_window("dns-check:x", 2, 60, t.plus_secs(40))), 20);
+    two.take_window("dns-check:y", 2, 60, t).expect("another key");
+    one.take_window("dns-check:x", 2, 60, t.plus_secs(60)).expect("the oldest left the window");
+    assert!(
+        two.take_window("dns-check:x", 2, 60, t.plus_secs(61)).is_err(),
+        "the refusal was not counted, the use was"
+    );
+
+    // Counters: a request counted in every window or in none.
+    let t = Timestamp::from_unix_secs(9_000);
+    let w = |key: &str, allowed, window_secs| Window { key: key.into(), allowed, window_secs };
+    let pair = [w("a", 2, 3600), w("s", 3, 60)];
+    c_one.take_all(&pair, t).unwrap();
+    c_two.take_all(&pair, t).unwrap();
+    assert_eq!(retry(c_one.take_all(&pair, t)), 3600);
+    c_two.take_all(&[w("s", 3, 60)], t).expect("the refusal took nothing from s");
+    assert!(c_one.take_all(&[w("s", 3, 60)], t).is_err());
+    c_two.take_all(&[w("s", 3, 60)], t.plus_secs(60)).expect("the minute passed");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_in_memory_adapters_pass_the_shared_suite() {
+        let (limiter, counters) = (Limiter::default(), MemoryCounters::default());
+        shared_suite(&limiter, &limiter, &counters, &counters);
+    }
 
     #[test]
     fn a_key_quota_refuses_when_spent_then_gives_one_request_per_interval() {
@@ -241,12 +339,12 @@ mod tests {
         let t = Timestamp::from_unix_secs(5_000);
         for _ in 0..LOGIN_FAILURES_PER_ADDRESS {
             limiter.check_login("a@x.org", Some("10.0.0.1"), t).unwrap();
-            limiter.record_login_failure("a@x.org", Some("10.0.0.1"), t);
+            limiter.record_login_failure("a@x.org", Some("10.0.0.1"), t).unwrap();
         }
         assert!(matches!(limiter.check_login("a@x.org", Some("10.0.0.2"), t), Err(AccessError::RateLimited { .. })));
         limiter.check_login("b@x.org", Some("10.0.0.1"), t).expect("the source is not throttled yet");
         for i in 0..LOGIN_FAILURES_PER_SOURCE {
-            limiter.record_login_failure(&format!("c{i}@x.org"), Some("10.0.0.9"), t);
+            limiter.record_login_failure(&format!("c{i}@x.org"), Some("10.0.0.9"), t).unwrap();
         }
         assert!(matches!(limiter.check_login("new@x.org", Some("10.0.0.9"), t), Err(AccessError::RateLimited { .. })));
         limiter.check_login("a@x.org", None, t.plus_secs(LOGIN_WINDOW_SECS)).expect("the window passed");

@@ -36,9 +36,10 @@ pub struct Service {
     pub clock: Arc<dyn Clock>,
     pub mail: Arc<dyn MailTransport>,
     pub settings: Settings,
-    pub limiter: limits::Limiter,
-    /// Windows counted through a port (the login-link limits), so that several servers can share
-    /// them once they share a database.
+    /// Quotas and limits: in this process's memory, or shared by every server of a PostgreSQL
+    /// installation ([`Service::share_limits`]).
+    pub limiter: Arc<dyn limits::Limits>,
+    /// Windows counted through a port (the login-link limits), shared likewise.
     pub counters: Arc<dyn limits::Counters>,
     pub key_cache: cache::KeyCache,
     /// What other contexts keep of a user, deleted with the account (`users::delete`).
@@ -57,11 +58,19 @@ impl Service {
             clock,
             mail,
             settings,
-            limiter: Default::default(),
+            limiter: Arc::new(limits::Limiter::default()),
             counters: Arc::new(limits::MemoryCounters::default()),
             key_cache: Default::default(),
             user_data: Default::default(),
         }
+    }
+
+    /// Counts quotas and limits where every server of the installation counts them (the
+    /// composition root, when the store is shared).
+    pub fn share_limits(mut self, limiter: Arc<dyn limits::Limits>, counters: Arc<dyn limits::Counters>) -> Self {
+        self.limiter = limiter;
+        self.counters = counters;
+        self
     }
 
     /// Registers a holder of user data (the composition root, once per context that keeps some).

@@ -325,9 +325,16 @@ pub fn authenticate(app: &Service, credential: &Credential, mutating: bool) -> R
     }
 }
 
-/// Authenticates a key the cache knows, without reading the store: for the frontend to call on
-/// its own thread. `None` when the cache cannot answer (unknown key, store changed, marker
-/// unreadable): then `authenticate` does, through the blocking pool.
+/// Authenticates a key the cache knows, without reading the store's tables: for the frontend to
+/// call on its own thread when [`checks_cached_keys_in_memory`], in the blocking pool otherwise
+/// (the marker and the quota are then a shared database's). `None` when the cache cannot answer
+/// (unknown key, store changed, marker unreadable): then `authenticate` does.
+/// Whether checking a cached key touches only this process (an embedded store's marker, quotas
+/// in memory): then it may run on an async runtime's thread.
+pub fn checks_cached_keys_in_memory(app: &Service) -> bool {
+    !app.store.is_shared()
+}
+
 pub fn authenticate_cached_key(app: &Service, secret: &str) -> Option<Result<Arc<Principal>, AccessError>> {
     let Some((prefix, _)) = parse_key(secret) else { return Some(Err(refuse("malformed API key"))) };
     let marker = app.store.access_marker().ok()?;

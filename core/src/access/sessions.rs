@@ -42,11 +42,11 @@ pub fn check_credentials(
     let ok = password::verify(password_given, found.as_ref().and_then(|(u, _)| u.password_hash.as_deref()));
     match found {
         Some((u, g)) if ok && u.user.status == UserStatus::Active => {
-            app.limiter.clear_login_failures(&address);
+            app.limiter.clear_login_failures(&address)?;
             Ok((u.user, g))
         }
         _ => {
-            app.limiter.record_login_failure(&address, ctx.source.as_deref(), now);
+            app.limiter.record_login_failure(&address, ctx.source.as_deref(), now)?;
             tracing::info!(address = %address, "login refused");
             Err(AccessError::BadLogin)
         }

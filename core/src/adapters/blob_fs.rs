@@ -98,4 +98,10 @@ mod tests {
         assert!(matches!(store.get(&a), Err(BlobError::Missing(_))));
         store.delete(&a).unwrap();
     }
+
+    #[test]
+    fn passes_the_blob_store_suite() {
+        let dir = tempfile::tempdir().unwrap();
+        crate::ocr::store_suite::blob_store_keeps_content_by_its_hash(&FsBlobStore::new(dir.path()));
+    }
 }

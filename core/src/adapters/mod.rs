@@ -19,7 +19,8 @@ pub mod postgres;
 // The PostgreSQL adapter's names for the CLI and the benches: a path through the module would
 // read, to tests/src/tidy.rs, as their use of the `postgres` crate itself.
 pub use self::postgres::{
-    PostgresStore, check_url as check_database_url, test_server::TestServer as PostgresTestServer,
+    DataKeyError as PostgresDataKeyError, PostgresStore, check_url as check_database_url,
+    describe_backend as describe_postgres_backend, test_server::TestServer as PostgresTestServer,
     test_server::fresh_database_at as fresh_postgres_database_at,
 };
 pub mod smtp;

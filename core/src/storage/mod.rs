@@ -105,6 +105,12 @@ pub trait Database: Send + Sync {
     /// another (the `courrier` CLI next to a running server): what in-memory caches of stored state
     /// check before trusting an entry. Cheap: it reads no table.
     fn change_marker(&self) -> Result<u64, StoreError>;
+    /// Whether the database is a server several processes share over the network: then nothing
+    /// of it (not even a marker) is read on an async runtime's thread, and quotas are shared.
+    /// An embedded file by default.
+    fn is_shared(&self) -> bool {
+        false
+    }
     /// A number that changes whenever what authenticating a key reads (users, roles, API keys) is
     /// committed, by this process or another: what the key cache checks. By default the change
     /// marker, which moves at least as often.

@@ -1,9 +1,11 @@
 //! The PostgreSQL adapter of the storage port (issue 25): the `postgres` crate over an r2d2 pool,
 //! synchronous as core is. Several servers and workers share one database through it.
 //!
-//! What it implements so far: the kernel's transaction, audit trail and outbox, and the access
-//! context's repository (`access::ports::Tx`); the mailing and OCR contexts are not on PostgreSQL
-//! yet (the server refuses to start on it, `cli/src/server.rs`).
+//! What it implements so far: the kernel's transaction, audit trail and outbox, the access
+//! context's repository (`access::ports::Tx`), the mailing context's (`mailing::ports::Tx`,
+//! one file per repository, named as the SQLite adapter's) and the OCR context's
+//! (`ocr::ports::Tx`, with the documents' bytes in [`PgBlobs`]), and the quotas every server
+//! shares ([`PgLimits`]).
 //!
 //! Transactions keep the semantics the rules were written against on SQLite:
 //! - a write takes the installation's write lock (a transaction-scoped advisory lock) at `BEGIN`,
@@ -20,12 +22,29 @@
 
 mod access;
 mod audit;
+mod bounces;
+mod credentials;
+mod data_key;
+mod idempotency;
+mod inbound;
+mod invoices;
 mod jobs;
+mod lease;
+mod limits;
+mod mailing;
 mod migrations;
+mod moderation;
+mod ocr;
 mod outbox;
+mod selfservice;
+mod sends;
+pub use data_key::DataKeyError;
+pub use limits::PgLimits;
+pub use ocr::PgBlobs;
 /// A throw-away server for tests and benchmarks (compiled in always: the benchmark harnesses use
 /// it without core's `testing` feature, which would change core's features between builds).
 pub mod test_server;
+mod webhooks;
 
 use crate::storage::{Database, Store, StoreError, Transaction};
 use postgres::types::ToSql;
@@ -122,6 +141,25 @@ fn redacted(url: &str) -> String {
     }
 }
 
+/// The server's version and durability settings, as `backend()` names them.
+fn describe(client: &mut Client) -> Result<String, postgres::Error> {
+    let mut show = |what: &str| client.query_one(&format!("SHOW {what}"), &[]).and_then(|r| r.try_get::<_, String>(0));
+    let version = show("server_version")?;
+    Ok(format!("postgresql {version} (fsync={}, synchronous_commit=on)", show("fsync")?))
+}
+
+/// What `courrier version` prints with `COURRIER_DATABASE_URL`: the server asked, nothing created
+/// nor migrated; an unreachable server is said so (without the password).
+pub fn describe_backend(url: &str) -> String {
+    let asked = url.parse::<postgres::Config>().and_then(|mut config| {
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(BUSY_TIMEOUT);
+        }
+        describe(&mut config.connect(NoTls)?)
+    });
+    asked.unwrap_or_else(|e| format!("postgresql at {} (not reachable: {e})", redacted(url)))
+}
+
 impl PostgresStore {
     /// Connects to the database at `url` (`postgres://user:pass@host:port/db`) and brings its
     /// schema up to date.
@@ -135,15 +173,7 @@ impl PostgresStore {
         // a pool would retry until its time-out.
         let mut client = config.connect(NoTls).map_err(|e| open_err(e.to_string()))?;
         migrations::apply(&mut client, now_micros)?;
-        let show = |client: &mut Client, what: &str| -> Result<String, StoreError> {
-            let row = client.query_one(&format!("SHOW {what}"), &[]).map_err(|e| open_err(e.to_string()))?;
-            row.try_get(0).map_err(|e| open_err(e.to_string()))
-        };
-        let described = format!(
-            "postgresql {} (fsync={}, synchronous_commit=on)",
-            show(&mut client, "server_version")?,
-            show(&mut client, "fsync")?
-        );
+        let described = describe(&mut client).map_err(|e| open_err(e.to_string()))?;
         drop(client);
         let pool = r2d2::Pool::builder()
             .max_size(POOL_SIZE)
@@ -175,6 +205,16 @@ impl PostgresStore {
         }
         Ok(Box::new(PgTx { conn: Some(conn), nested: 0, poisoned: false }))
     }
+
+    /// Quotas and limits counted in this database, shared by every server on it.
+    pub fn limits(&self) -> PgLimits {
+        PgLimits::new(self.pool.clone())
+    }
+
+    /// The OCR documents' bytes in this database: every server reads what any of them stored.
+    pub fn blobs(&self) -> PgBlobs {
+        PgBlobs::new(self.pool.clone())
+    }
 }
 
 /// One database, seen by each context through its own transaction: [`PgTx`] implements every
@@ -192,11 +232,15 @@ macro_rules! store_of {
         }
     )*};
 }
-store_of!(crate::access::ports::Tx);
+store_of!(crate::access::ports::Tx, crate::mailing::ports::Tx, crate::ocr::ports::Tx);
 
 impl Database for PostgresStore {
     fn backend(&self) -> String {
         self.described.clone()
+    }
+
+    fn is_shared(&self) -> bool {
+        true
     }
 
     /// The server's WAL insert position: it moves with every commit of every server (and with

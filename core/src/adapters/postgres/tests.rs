@@ -41,6 +41,35 @@ fn passes_the_kernel_and_access_store_suites() {
 }
 
 #[test]
+fn passes_the_ocr_store_suite_and_keeps_documents_bytes() {
+    let server = TestServer::start().unwrap();
+    crate::ocr::store_suite::run_all(&|| Arc::new(fresh(&server).1) as Arc<crate::ocr::ports::Store>);
+    let (_, store) = fresh(&server);
+    crate::ocr::store_suite::blob_store_keeps_content_by_its_hash(&store.blobs());
+}
+
+/// A document stored through one server is read through another: the bytes are in the database.
+#[test]
+fn a_document_stored_on_one_server_is_read_on_the_other() {
+    use crate::ocr::blobs::BlobStore;
+    let server = TestServer::start().unwrap();
+    let (url, one) = fresh(&server);
+    let two = PostgresStore::open(&url, 0).unwrap();
+    // The upload limit's size: BYTEA holds it in one row.
+    let bytes: Vec<u8> = (0..20 * 1024 * 1024).map(|i: u32| (i % 251) as u8).collect();
+    let id = one.blobs().put(&bytes).unwrap();
+    assert_eq!(two.blobs().get(&id).unwrap(), bytes);
+    two.blobs().delete(&id).unwrap();
+    assert!(one.blobs().get(&id).is_err());
+}
+
+#[test]
+fn passes_the_mailing_store_suite() {
+    let server = TestServer::start().unwrap();
+    crate::mailing::store_suite::run_all(&|| Arc::new(fresh(&server).1) as Arc<crate::mailing::ports::Store>);
+}
+
+#[test]
 fn migrates_once_names_the_backend_and_refuses_a_newer_schema() {
     let server = TestServer::start().unwrap();
     let (url, store) = fresh(&server);
@@ -295,4 +324,185 @@ fn a_session_opened_on_one_server_is_seen_and_ended_on_the_other() {
     assert!(principal::authenticate(&one, &credential, false).unwrap().is_site_admin());
     sessions::logout(&one, &ctx, &token).unwrap();
     assert!(matches!(principal::authenticate(&two, &credential, false), Err(AccessError::Unauthenticated)));
+}
+
+/// Two servers on one database count one quota per key and one window per address (issue 25):
+/// the same behaviour as one server's memory, whichever server counts.
+#[test]
+fn two_servers_share_every_quota_and_limit() {
+    let server = TestServer::start().unwrap();
+    let (url, one) = fresh(&server);
+    let two = PostgresStore::open(&url, 0).unwrap();
+    let (l1, l2) = (one.limits(), two.limits());
+    crate::access::limits::shared_suite(&l1, &l2, &l1, &l2);
+}
+
+/// The limits live in UNLOGGED tables: counters, not records, written without the WAL's fsync.
+#[test]
+fn limits_are_counted_in_unlogged_tables() {
+    let server = TestServer::start().unwrap();
+    let (url, _store) = fresh(&server);
+    let rows = other(&url)
+        .query("SELECT relname::TEXT FROM pg_class WHERE relpersistence = 'u' AND relkind = 'r' ORDER BY 1", &[])
+        .unwrap();
+    let names: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+    assert_eq!(names, ["limit_buckets", "limit_windows"]);
+}
+
+fn mailing(s: &PostgresStore) -> &crate::mailing::ports::Store {
+    s
+}
+
+/// A list with `n` active regular members on as many destination domains, and a send fanned out
+/// to them: `n` copies due at `at(0)`.
+fn queued_copies(store: &PostgresStore, n: usize) -> crate::mailing::model::ListId {
+    use crate::kernel::{DomainName, EmailAddress, ListName};
+    use crate::mailing::model::{
+        DeliveryMode, DomainStatus, ListId, ListKind, ListPolicies, ListStatus, MailingList, MemberStatus, NewMember,
+        SendKind, SubscriptionPolicy,
+    };
+    use crate::mailing::ports::{NewDomain, NewSend};
+    let now = Timestamp::from_unix_secs(1_700_000_000);
+    crate::storage::in_write(mailing(store), |tx| {
+        let name = DomainName::parse("example.org").unwrap();
+        let domain_id = tx.insert_domain(
+            &NewDomain {
+                name: &name,
+                status: DomainStatus::Active,
+                dkim_selector: None,
+                default_subscription_policy: SubscriptionPolicy::Open,
+            },
+            now,
+        )?;
+        let list = tx.insert_list(&MailingList {
+            id: ListId::from_stored(0),
+            domain_id,
+            domain: name,
+            name: ListName::parse("news").unwrap(),
+            display_name: "News".into(),
+            kind: ListKind::Announce,
+            status: ListStatus::Active,
+            send_suspended: false,
+            policies: ListPolicies::defaults(SubscriptionPolicy::Open, ListKind::Announce),
+            created_at: now,
+            updated_at: now,
+        })?;
+        let members: Vec<NewMember> = (0..n)
+            .map(|i| NewMember {
+                list_id: list,
+                email: EmailAddress::parse(&format!("m{i}@d{i}.example")).unwrap(),
+                display_name: None,
+                status: MemberStatus::Active,
+                pending_reason: None,
+                delivery_mode: DeliveryMode::Regular,
+                subscribed_at: Some(now),
+                consent_source: None,
+                consent_at: None,
+                consent_id: None,
+            })
+            .collect();
+        tx.insert_members_if_absent(&members, now)?;
+        let send = tx.insert_send(
+            &NewSend {
+                list_id: list,
+                subject: "S",
+                text: Some("b"),
+                html: None,
+                message_id: "m@example.org",
+                created_by: None,
+                kind: SendKind::Post,
+                raw: None,
+            },
+            now,
+        )?;
+        assert_eq!(tx.fan_out(send, list, DeliveryMode::Regular, now)?, n as u64);
+        Ok::<_, StoreError>(list)
+    })
+    .unwrap()
+}
+
+/// Workers of two servers claim copies from one queue at once: every copy is leased once, none
+/// twice, none left (issue 25: a send with workers on both delivers each copy once).
+#[test]
+fn workers_of_two_servers_claiming_at_once_never_lease_one_copy_twice() {
+    let server = TestServer::start().unwrap();
+    let url = server.fresh_database().unwrap();
+    let stores = [Arc::new(PostgresStore::open(&url, 0).unwrap()), Arc::new(PostgresStore::open(&url, 0).unwrap())];
+    queued_copies(&stores[0], 300);
+    let now = Timestamp::from_unix_secs(1_700_000_001);
+    let workers: Vec<_> = (0..6)
+        .map(|w| {
+            let store = Arc::clone(&stores[w % 2]);
+            std::thread::spawn(move || {
+                let mut leased = Vec::new();
+                loop {
+                    let batch = crate::storage::in_write(mailing(&store), |tx| {
+                        tx.claim_copies(now, now.plus_secs(600), 7, 1_000)
+                    })
+                    .unwrap();
+                    if batch.is_empty() {
+                        return leased;
+                    }
+                    leased.extend(batch.into_iter().map(|c| c.id));
+                }
+            })
+        })
+        .collect();
+    let mut all: Vec<_> = workers.into_iter().flat_map(|w| w.join().unwrap()).collect();
+    let claimed = all.len();
+    all.sort();
+    all.dedup();
+    assert_eq!((claimed, all.len()), (300, 300), "each copy leased once");
+}
+
+/// A claim passes over a copy another connection holds locked (`SKIP LOCKED`) and leases the rest
+/// at once, where a plain `FOR UPDATE` would wait for that connection, and end Busy.
+#[test]
+fn a_claim_skips_a_copy_another_connection_holds_instead_of_waiting_for_it() {
+    let server = TestServer::start().unwrap();
+    let (url, store) = fresh(&server);
+    queued_copies(&store, 5);
+    let mut holder = other(&url);
+    let mut held = holder.transaction().unwrap();
+    let locked: i64 = held.query_one("SELECT MIN(id) FROM copies", &[]).unwrap().get(0);
+    held.execute("SELECT id FROM copies WHERE id = $1 FOR UPDATE", &[&locked]).unwrap();
+    let now = Timestamp::from_unix_secs(1_700_000_001);
+    let leased = crate::storage::in_write(mailing(&store), |tx| tx.claim_copies(now, now.plus_secs(600), 10, 1_000))
+        .expect("the claim does not wait for the locked copy");
+    let ids: Vec<i64> = leased.iter().map(|c| c.id.get()).collect();
+    assert_eq!(ids.len(), 4, "{ids:?}");
+    assert!(!ids.contains(&locked), "the locked copy is left to its holder");
+    held.rollback().unwrap();
+    let rest =
+        crate::storage::in_write(mailing(&store), |tx| tx.claim_copies(now, now.plus_secs(600), 10, 1_000)).unwrap();
+    assert_eq!(rest.iter().map(|c| c.id.get()).collect::<Vec<_>>(), [locked], "and leased once it is free");
+}
+
+/// Every server opens the same data key: the first one made it and sealed it with the master key
+/// in the database; a server given another master key is refused, naming the key that sealed it.
+#[test]
+fn every_server_opens_the_data_key_sealed_in_the_database_with_the_master_key() {
+    use crate::adapters::data_key::MasterKey;
+    use base64::Engine;
+    let master = |b: u8| MasterKey::parse(&base64::engine::general_purpose::STANDARD.encode([b; 32])).unwrap();
+    let server = TestServer::start().unwrap();
+    let url = server.fresh_database().unwrap();
+    let keys: Vec<_> = (0..4)
+        .map(|_| {
+            let url = url.clone();
+            std::thread::spawn(move || PostgresStore::open(&url, 0).unwrap().data_key(&master(1), 0).unwrap())
+        })
+        .collect();
+    let keys: Vec<_> = keys.into_iter().map(|k| k.join().unwrap()).collect();
+    let sealed = keys[0].seal(b"webhook secret", "webhook:1");
+    for k in &keys {
+        assert_eq!(k.open(&sealed, "webhook:1").unwrap(), b"webhook secret", "one key for every server");
+    }
+    let stored: String = other(&url).query_one("SELECT sealed FROM installation_secrets", &[]).unwrap().get(0);
+    assert!(stored.starts_with(&format!("v1.{}.", master(1).sealing_key().id())), "sealed by the master key");
+    let store = PostgresStore::open(&url, 0).unwrap();
+    match store.data_key(&master(2), 0) {
+        Err(DataKeyError::OtherMasterKey(id)) => assert_eq!(id, master(1).sealing_key().id()),
+        other => panic!("expected OtherMasterKey, got {other:?}"),
+    }
 }

@@ -1,0 +1,67 @@
+//! The Idempotency-Key registry on PostgreSQL (the SQLite adapter's `idempotency.rs`).
+
+use super::{PgTx, get};
+use crate::kernel::Timestamp;
+use crate::mailing::ports::{IdempotencyRecord, IdempotencyRepo};
+use crate::storage::StoreError;
+
+impl IdempotencyRepo for PgTx {
+    fn idempotency_get(&mut self, api_key: i64, key: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
+        let Some(r) = self.query_opt(
+            "SELECT fingerprint, state, status, body, created_at, expires_at FROM idempotency_keys
+             WHERE api_key_id = $1 AND idem_key = $2",
+            &[&api_key, &key],
+        )?
+        else {
+            return Ok(None);
+        };
+        let (fingerprint, state): (String, String) = (get(&r, 0)?, get(&r, 1)?);
+        let expires_at = Timestamp::from_unix_micros(get(&r, 5)?);
+        Ok(Some(match (state.as_str(), get::<Option<i64>>(&r, 2)?, get::<Option<String>>(&r, 3)?) {
+            ("done", Some(status), Some(body)) => {
+                IdempotencyRecord::Done { fingerprint, status: u16::try_from(status).unwrap_or(500), body, expires_at }
+            }
+            _ => IdempotencyRecord::Running {
+                fingerprint,
+                created_at: Timestamp::from_unix_micros(get(&r, 4)?),
+                expires_at,
+            },
+        }))
+    }
+
+    fn idempotency_reserve(
+        &mut self,
+        api_key: i64,
+        key: &str,
+        fingerprint: &str,
+        now: Timestamp,
+        expires_at: Timestamp,
+    ) -> Result<(), StoreError> {
+        // A key taken is `Duplicate`, and the transaction goes on (the caller reads the record).
+        self.guarded(|tx| {
+            tx.execute(
+                "INSERT INTO idempotency_keys (api_key_id, idem_key, fingerprint, state, created_at, expires_at)
+                 VALUES ($1, $2, $3, 'running', $4, $5)",
+                &[&api_key, &key, &fingerprint, &now.unix_micros(), &expires_at.unix_micros()],
+            )
+        })?;
+        Ok(())
+    }
+
+    fn idempotency_finish(&mut self, api_key: i64, key: &str, status: u16, body: &str) -> Result<(), StoreError> {
+        self.execute(
+            "UPDATE idempotency_keys SET state = 'done', status = $3, body = $4 WHERE api_key_id = $1 AND idem_key = $2",
+            &[&api_key, &key, &i64::from(status), &body],
+        )?;
+        Ok(())
+    }
+
+    fn idempotency_release(&mut self, api_key: i64, key: &str) -> Result<(), StoreError> {
+        self.execute("DELETE FROM idempotency_keys WHERE api_key_id = $1 AND idem_key = $2", &[&api_key, &key])?;
+        Ok(())
+    }
+
+    fn idempotency_purge(&mut self, now: Timestamp) -> Result<u64, StoreError> {
+        self.execute("DELETE FROM idempotency_keys WHERE expires_at <= $1", &[&now.unix_micros()])
+    }
+}
