@@ -66,9 +66,39 @@ const WRITE_LOCK: i64 = 0x636f_7572_7269_6502;
 /// at every use: a round trip saved per statement). Past this many, the cache starts again.
 const STATEMENT_CACHE: usize = 256;
 
+/// A client closed on a thread of its own. `postgres::Client` is the async driver run on a private
+/// runtime: its drop blocks on that runtime to say goodbye to the server, which panics on a thread
+/// already driving a runtime (a server dropping its store at shutdown: every pooled connection is
+/// closed there). The join keeps the drop synchronous: the connection is gone when it returns.
+pub(crate) struct OwnedClient(Option<Client>);
+
+impl std::ops::Deref for OwnedClient {
+    type Target = Client;
+    fn deref(&self) -> &Client {
+        self.0.as_ref().expect("present until dropped")
+    }
+}
+
+impl std::ops::DerefMut for OwnedClient {
+    fn deref_mut(&mut self) -> &mut Client {
+        self.0.as_mut().expect("present until dropped")
+    }
+}
+
+impl Drop for OwnedClient {
+    fn drop(&mut self) {
+        if let Some(client) = self.0.take() {
+            let closing = std::thread::Builder::new().name("courrier-pg-close".into()).spawn(move || drop(client));
+            if let Ok(handle) = closing {
+                let _ = handle.join();
+            }
+        }
+    }
+}
+
 /// A pooled connection with the statements prepared on it.
 pub(crate) struct PgConn {
-    client: Client,
+    client: OwnedClient,
     statements: std::collections::HashMap<String, postgres::Statement>,
 }
 
@@ -88,7 +118,7 @@ impl r2d2::ManageConnection for Manager {
             "SET lock_timeout = {}; SET synchronous_commit = on; SET application_name = 'courrier'",
             BUSY_TIMEOUT.as_millis()
         ))?;
-        Ok(PgConn { client, statements: std::collections::HashMap::new() })
+        Ok(PgConn { client: OwnedClient(Some(client)), statements: std::collections::HashMap::new() })
     }
 
     fn is_valid(&self, conn: &mut PgConn) -> Result<(), postgres::Error> {
