@@ -9,6 +9,7 @@ pub mod https;
 pub mod image_codec;
 pub mod mail_accounts;
 pub mod mail_auth_dkim;
+pub(crate) mod mailing_columns;
 pub mod mime;
 pub mod open_files;
 pub mod openssl_dkim;
