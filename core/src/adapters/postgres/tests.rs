@@ -431,3 +431,101 @@ fn a_claim_skips_a_copy_another_connection_holds_instead_of_waiting_for_it() {
         crate::storage::in_write(mailing(&store), |tx| tx.claim_copies(now, now.plus_secs(600), 10, 1_000)).unwrap();
     assert_eq!(rest.iter().map(|c| c.id.get()).collect::<Vec<_>>(), [locked], "and leased once it is free");
 }
+
+/// Two servers' mailing contexts on one database, one clock: the first with a list of `n`
+/// members, made through the rules as the API makes them.
+fn two_mailing_servers(
+    server: &TestServer,
+    n: usize,
+) -> ([crate::mailing::Service; 2], [Arc<crate::testing::RecordingTransport>; 2], Arc<crate::testing::FixedClock>) {
+    use crate::access::principal::{Principal, RequestCtx};
+    use crate::access::users::{self, NewUser};
+    use crate::kernel::{DomainName, EmailAddress, ListName};
+    use crate::mailing::members::{self, AddMember};
+    use crate::mailing::model::{DeliveryMode, SubscriptionPolicy};
+    use crate::mailing::{domains, lists};
+    use crate::testing::{FixedClock, RecordingTransport};
+    let url = server.fresh_database().unwrap();
+    let clock = Arc::new(FixedClock::at(Timestamp::from_unix_secs(1_800_000_000)));
+    let mails = [Arc::new(RecordingTransport::default()), Arc::new(RecordingTransport::default())];
+    let app = |mail: &Arc<RecordingTransport>| {
+        let store = Arc::new(PostgresStore::open(&url, 0).unwrap());
+        crate::testing::mailing(store, clock.clone(), mail.clone(), crate::egress::Egress::offline())
+    };
+    let apps = [app(&mails[0]), app(&mails[1])];
+    let (p, ctx) = (Principal::operator(), RequestCtx::cli());
+    let (d, l) = (DomainName::parse("example.org").unwrap(), ListName::parse("news").unwrap());
+    let owner = EmailAddress::parse("owner@example.org").unwrap();
+    let new_owner = NewUser { email: owner.clone(), profile: Default::default(), password: None };
+    users::create(&apps[0].access, &p, &ctx, new_owner).unwrap();
+    let new_domain =
+        domains::NewDomainRequest { name: d.clone(), dkim_selector: None, default_subscription_policy: None };
+    domains::create(&apps[0], &p, &ctx, new_domain).unwrap();
+    let new_list = lists::NewList {
+        name: l.clone(),
+        display_name: "News".into(),
+        owner,
+        kind: None,
+        subscription_policy: Some(SubscriptionPolicy::Open),
+    };
+    lists::create(&apps[0], &p, &ctx, &d, new_list).unwrap();
+    for i in 0..n {
+        let req = AddMember {
+            email: EmailAddress::parse(&format!("m{i}@d{}.example", i % 7)).unwrap(),
+            display_name: None,
+            delivery_mode: DeliveryMode::Regular,
+            force: false,
+            consent_source: None,
+            consent_evidence: None,
+            source_ip: None,
+        };
+        members::add(&apps[i % 2], &p, &ctx, None, &d, &l, req).unwrap();
+    }
+    mails[0].sent.lock().unwrap().clear(); // the owner's invitation
+    (apps, mails, clock)
+}
+
+/// A send submitted on one server, delivered by workers of both at once: each member gets one
+/// copy, and `send.completed` is recorded once (issue 25).
+#[test]
+fn a_send_with_workers_on_two_servers_delivers_each_copy_once_and_completes_once() {
+    use crate::access::principal::{Principal, RequestCtx};
+    use crate::kernel::{DomainName, EventName, ListName};
+    use crate::mailing::{delivery, sends};
+    let server = TestServer::start().unwrap();
+    let (apps, mails, _clock) = two_mailing_servers(&server, 60);
+    let (d, l) = (DomainName::parse("example.org").unwrap(), ListName::parse("news").unwrap());
+    let msg = sends::NewMessage { subject: "Hi".into(), text: Some("x".into()), html: None };
+    let (p, ctx) = (Principal::operator(), RequestCtx::cli());
+    sends::submit(&apps[1], &p, &ctx, None, &d, &l, msg).unwrap().ran().unwrap();
+    let cfg = delivery::DeliveryConfig { batch: 4, ..Default::default() };
+    // One round on each first (both servers deliver, whatever the threads' timing), then two
+    // workers on each at once until the queue is empty.
+    for app in &apps {
+        assert_eq!(delivery::run_once(app, &cfg).unwrap().sent, 4);
+    }
+    std::thread::scope(|s| {
+        for app in apps.iter().chain(apps.iter()) {
+            s.spawn(move || while delivery::run_once(app, &cfg).unwrap().claimed > 0 {});
+        }
+    });
+    for app in &apps {
+        delivery::run_once(app, &cfg).unwrap();
+    }
+    let mut recipients: Vec<String> = mails
+        .iter()
+        .flat_map(|m| m.sent.lock().unwrap().iter().flat_map(|s| s.recipients.clone()).collect::<Vec<_>>())
+        .map(|r| r.to_string())
+        .collect();
+    let delivered = recipients.len();
+    recipients.sort();
+    recipients.dedup();
+    assert_eq!((delivered, recipients.len()), (60, 60), "each member once");
+    assert!(mails.iter().all(|m| !m.sent.lock().unwrap().is_empty()), "both servers' workers delivered");
+    let completed = in_read(&*apps[0].store, |tx| tx.events_after(None, 10_000))
+        .unwrap()
+        .iter()
+        .filter(|e| e.name == EventName::SendCompleted)
+        .count();
+    assert_eq!(completed, 1);
+}
