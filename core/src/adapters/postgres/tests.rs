@@ -529,3 +529,51 @@ fn a_send_with_workers_on_two_servers_delivers_each_copy_once_and_completes_once
         .count();
     assert_eq!(completed, 1);
 }
+
+/// The same Idempotency-Key sent to two servers at once: one runs the send, the other replays its
+/// answer, and the list has one send (issue 25).
+#[test]
+fn the_same_idempotency_key_sent_to_two_servers_executes_once() {
+    use crate::access::model::Role;
+    use crate::access::principal::{self, Credential, Principal, RequestCtx};
+    use crate::access::{keys, roles, users};
+    use crate::kernel::{DomainName, EmailAddress, ListName};
+    use crate::mailing::idempotency::{IdempotentRequest, Keyed};
+    use crate::mailing::sends;
+    let server = TestServer::start().unwrap();
+    let (apps, _mails, _clock) = two_mailing_servers(&server, 3);
+    let (d, l) = (DomainName::parse("example.org").unwrap(), ListName::parse("news").unwrap());
+    let (operator, ctx) = (Principal::operator(), RequestCtx::cli());
+    let sender = users::NewUser {
+        email: EmailAddress::parse("sender@example.org").unwrap(),
+        profile: Default::default(),
+        password: None,
+    };
+    let (user, _) = users::create(&apps[0].access, &operator, &ctx, sender).unwrap();
+    let owner = Role::Owner(d.clone(), l.clone());
+    roles::grant(&apps[0].access, &operator, &ctx, user.id, owner.clone()).unwrap();
+    let request =
+        keys::NewKey::parse("k".into(), "list", Some("example.org"), Some("news"), &["send".into()], None, None)
+            .unwrap();
+    let key = keys::create_for(&apps[0].access, &operator, &ctx, &user, &[owner], request).unwrap();
+    let body = br#"{"subject":"Hi","text":"x"}"#;
+    let outcomes: Vec<Keyed<sends::Submitted>> = std::thread::scope(|s| {
+        let runs: Vec<_> = apps
+            .iter()
+            .map(|app| {
+                let (secret, d, l, ctx) = (&key.secret, &d, &l, &ctx);
+                s.spawn(move || {
+                    let p = principal::authenticate(&app.access, &Credential::ApiKey(secret.clone()), true).unwrap();
+                    let req = IdempotentRequest::new(&p, Some("k-1"), "POST", "/api/v1/sends", body).unwrap();
+                    let msg = sends::NewMessage { subject: "Hi".into(), text: Some("x".into()), html: None };
+                    sends::submit(app, &p, ctx, req.as_ref(), d, l, msg).unwrap()
+                })
+            })
+            .collect();
+        runs.into_iter().map(|r| r.join().unwrap()).collect()
+    });
+    let ran = outcomes.iter().filter(|o| matches!(o, Keyed::Ran(_))).count();
+    let replayed = outcomes.iter().filter(|o| matches!(o, Keyed::Replay { .. })).count();
+    assert_eq!((ran, replayed), (1, 1));
+    assert_eq!(in_read(&*apps[1].store, |tx| tx.open_sends(None)).unwrap(), 1, "one send");
+}
