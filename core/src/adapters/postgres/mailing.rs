@@ -535,6 +535,12 @@ impl MailingRepo for PgTx {
             format!("SELECT COUNT(*) FROM members WHERE {clause}")
         };
         let select_sql = format!("SELECT {MEMBER_COLUMNS} FROM members WHERE {clause} ORDER BY id");
+        if filter.email_contains.is_some() {
+            // Planned for this needle, not once for any: a rare substring is found through the
+            // trigram index then sorted, a common one by walking the ids until the page is full
+            // (a plan made for any needle walks the ids, all of them when the needle is rare).
+            self.execute("SET LOCAL plan_cache_mode = force_custom_plan", &[])?;
+        }
         paged(self, &count_sql, &select_sql, &args, page, member_row)
     }
 
