@@ -85,9 +85,6 @@ pub struct Config {
 pub enum ConfigError {
     #[error("{var} is not valid: {reason}")]
     Invalid { var: &'static str, reason: String },
-    /// A well-formed setting this build cannot honour yet.
-    #[error("{var} is not supported yet: {reason}")]
-    NotSupportedYet { var: &'static str, reason: String },
     /// A setting another one makes necessary.
     #[error("{var} is required: {reason}")]
     Required { var: &'static str, reason: String },

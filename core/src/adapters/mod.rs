@@ -10,6 +10,7 @@ pub mod image_codec;
 pub mod job_files;
 pub mod mail_accounts;
 pub mod mail_auth_dkim;
+pub(crate) mod mailing_columns;
 pub mod mime;
 pub mod open_files;
 pub mod openssl_dkim;

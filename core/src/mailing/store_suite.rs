@@ -198,6 +198,25 @@ fn at(secs: i64) -> Timestamp {
     Timestamp::from_unix_secs(1_700_000_000 + secs)
 }
 
+/// A post (not a digest) to `list`, its text "b".
+fn post<'a>(
+    list: crate::mailing::model::ListId,
+    subject: &'a str,
+    message_id: &'a str,
+    raw: Option<&'a [u8]>,
+) -> super::ports::NewSend<'a> {
+    super::ports::NewSend {
+        list_id: list,
+        subject,
+        text: Some("b"),
+        html: None,
+        message_id,
+        created_by: None,
+        kind: crate::mailing::model::SendKind::Post,
+        raw,
+    }
+}
+
 fn active(
     list: crate::mailing::model::ListId,
     email: &str,
@@ -262,8 +281,7 @@ pub fn domains_are_unique_listed_by_visibility_and_keep_their_dkim_key(store: &S
 }
 
 pub fn a_send_fans_out_to_active_regular_members_and_its_copies_are_leased_once(store: &Store) {
-    use super::ports::NewSend;
-    use crate::mailing::model::{CopyState, DeliveryMode, MemberStatus, SendKind, SendState};
+    use crate::mailing::model::{CopyState, DeliveryMode, MemberStatus, SendState};
     let news = new_list(store, "example.org", "news");
     let send = in_write(store, |tx| {
         tx.insert_member(&active(news.id, "one@Alpha.example", DeliveryMode::Regular), at(0))?;
@@ -274,19 +292,7 @@ pub fn a_send_fans_out_to_active_regular_members_and_its_copies_are_leased_once(
         let mut m = tx.find_member(gone)?.unwrap();
         m.status = MemberStatus::Unsubscribed;
         tx.update_member(&m, None, at(0))?;
-        let send = tx.insert_send(
-            &NewSend {
-                list_id: news.id,
-                subject: "Hello",
-                text: Some("body"),
-                html: None,
-                message_id: "m1@example.org",
-                created_by: None,
-                kind: SendKind::Post,
-                raw: Some(b"raw post"),
-            },
-            at(10),
-        )?;
+        let send = tx.insert_send(&post(news.id, "Hello", "m1@example.org", Some(b"raw post")), at(10))?;
         assert_eq!(tx.fan_out(send, news.id, DeliveryMode::Regular, at(10))?, 3, "active regular members only");
         Ok::<_, StoreError>(send)
     })
@@ -342,19 +348,7 @@ pub fn a_send_fans_out_to_active_regular_members_and_its_copies_are_leased_once(
 
     // A suspended list's copies are not claimed.
     let send2 = in_write(store, |tx| {
-        let s = tx.insert_send(
-            &NewSend {
-                list_id: news.id,
-                subject: "Again",
-                text: Some("b"),
-                html: None,
-                message_id: "m2@example.org",
-                created_by: None,
-                kind: SendKind::Post,
-                raw: None,
-            },
-            at(90),
-        )?;
+        let s = tx.insert_send(&post(news.id, "Again", "m2@example.org", None), at(90))?;
         tx.fan_out(s, news.id, DeliveryMode::Regular, at(90))?;
         let mut l = tx.list_by_id(news.id)?.unwrap();
         l.send_suspended = true;
@@ -592,22 +586,10 @@ pub fn credentials_are_one_per_list_and_kind_and_throttling_only_moves_forward(s
     let submission = in_read(store, |tx| tx.credentials_of_kind(CredentialKind::Submission)).unwrap();
     assert_eq!(submission[0].last_ok_at, Some(at(6)));
     // The list's copies wait until the throttle's end (the later of the two), then go.
-    use crate::mailing::model::{DeliveryMode, SendKind};
+    use crate::mailing::model::DeliveryMode;
     in_write(store, |tx| {
         tx.insert_member(&active(news.id, "r@x.example", DeliveryMode::Regular), at(0))?;
-        let s = tx.insert_send(
-            &super::ports::NewSend {
-                list_id: news.id,
-                subject: "S",
-                text: Some("b"),
-                html: None,
-                message_id: "m@x",
-                created_by: None,
-                kind: SendKind::Post,
-                raw: None,
-            },
-            at(10),
-        )?;
+        let s = tx.insert_send(&post(news.id, "S", "m@x", None), at(10))?;
         tx.fan_out(s, news.id, DeliveryMode::Regular, at(10))
     })
     .unwrap();
@@ -619,28 +601,14 @@ pub fn credentials_are_one_per_list_and_kind_and_throttling_only_moves_forward(s
 }
 
 pub fn bounces_are_recorded_counted_and_scores_decay_for_quiet_members(store: &Store) {
-    use super::ports::{NewBounce, NewSend};
+    use super::ports::NewBounce;
     use crate::access::model::{Profile, Role};
     use crate::kernel::{DomainName, EmailAddress, ListName};
-    use crate::mailing::model::{
-        BounceSource, CopyState, DeliveryMode, MemberStatus, PendingReason, Permanence, SendKind,
-    };
+    use crate::mailing::model::{BounceSource, CopyState, DeliveryMode, MemberStatus, PendingReason, Permanence};
     let news = new_list(store, "example.org", "news");
     let (member, copy) = in_write(store, |tx| {
         let member = tx.insert_member(&active(news.id, "b@x.example", DeliveryMode::Regular), at(0))?;
-        let s = tx.insert_send(
-            &NewSend {
-                list_id: news.id,
-                subject: "S",
-                text: Some("b"),
-                html: None,
-                message_id: "m@x",
-                created_by: None,
-                kind: SendKind::Post,
-                raw: None,
-            },
-            at(0),
-        )?;
+        let s = tx.insert_send(&post(news.id, "S", "m@x", None), at(0))?;
         tx.fan_out(s, news.id, DeliveryMode::Regular, at(0))?;
         let copy = tx.claim_copies(at(1), at(60), 1, 5)?.remove(0);
         Ok::<_, StoreError>((member, copy))

@@ -1,6 +1,7 @@
 //! The Idempotency-Key registry on PostgreSQL (the SQLite adapter's `idempotency.rs`).
 
 use super::{PgTx, get};
+use crate::adapters::mailing_columns::{IdempotencyColumns, idempotency_record};
 use crate::kernel::Timestamp;
 use crate::mailing::ports::{IdempotencyRecord, IdempotencyRepo};
 use crate::storage::StoreError;
@@ -15,18 +16,14 @@ impl IdempotencyRepo for PgTx {
         else {
             return Ok(None);
         };
-        let (fingerprint, state): (String, String) = (get(&r, 0)?, get(&r, 1)?);
-        let expires_at = Timestamp::from_unix_micros(get(&r, 5)?);
-        Ok(Some(match (state.as_str(), get::<Option<i64>>(&r, 2)?, get::<Option<String>>(&r, 3)?) {
-            ("done", Some(status), Some(body)) => {
-                IdempotencyRecord::Done { fingerprint, status: u16::try_from(status).unwrap_or(500), body, expires_at }
-            }
-            _ => IdempotencyRecord::Running {
-                fingerprint,
-                created_at: Timestamp::from_unix_micros(get(&r, 4)?),
-                expires_at,
-            },
-        }))
+        Ok(Some(idempotency_record(IdempotencyColumns {
+            fingerprint: get(&r, 0)?,
+            state: get(&r, 1)?,
+            status: get(&r, 2)?,
+            body: get(&r, 3)?,
+            created_at: get(&r, 4)?,
+            expires_at: get(&r, 5)?,
+        })))
     }
 
     fn idempotency_reserve(

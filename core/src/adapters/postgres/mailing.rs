@@ -142,6 +142,32 @@ pub(super) fn member_row(r: &Row) -> Result<Member, StoreError> {
     })
 }
 
+/// The columns of a list its owners may change, in the order of [`list_fields`].
+const LIST_FIELDS: &str = "display_name, kind, status, send_suspended, subscription_policy, posting_policy, \
+    subject_tag, footer_text, footer_html, reply_to, bounce_disable_score, digest_frequency, max_message_kb, \
+    dmarc_mitigation";
+
+/// The values of [`LIST_FIELDS`] for `l`.
+fn list_fields(l: &MailingList) -> [Box<dyn ToSql + Sync>; 14] {
+    let p = &l.policies;
+    [
+        Box::new(l.display_name.clone()),
+        Box::new(l.kind.as_str()),
+        Box::new(l.status.as_str()),
+        Box::new(l.send_suspended),
+        Box::new(p.subscription_policy.as_str()),
+        Box::new(p.posting_policy.as_str()),
+        Box::new(p.subject_tag.clone()),
+        Box::new(p.footer_text.clone()),
+        Box::new(p.footer_html.clone()),
+        Box::new(p.reply_to.as_str()),
+        Box::new(i64::from(p.bounce_disable_score)),
+        Box::new(p.digest_frequency.as_str()),
+        Box::new(i64::from(p.max_message_kb)),
+        Box::new(p.dmarc_mitigation.as_str()),
+    ]
+}
+
 /// Rows one import statement inserts (its arrays unnested): the statement's round trip and
 /// planning are paid once per this many members.
 const ROWS_PER_INSERT: usize = 1024;
@@ -301,33 +327,19 @@ impl MailingRepo for PgTx {
     }
 
     fn insert_list(&mut self, l: &MailingList) -> Result<ListId, StoreError> {
-        let p = &l.policies;
+        let (domain_id, name, created_at, updated_at) =
+            (l.domain_id.get(), l.name.as_str(), l.created_at.unix_micros(), l.updated_at.unix_micros());
+        let fields = list_fields(l);
+        let mut args: Vec<&(dyn ToSql + Sync)> = vec![&domain_id, &name];
+        args.extend(fields.iter().map(|f| f.as_ref() as &(dyn ToSql + Sync)));
+        args.extend([&created_at as &(dyn ToSql + Sync), &updated_at]);
         let id = insert_id(
             self,
-            "INSERT INTO lists (domain_id, name, display_name, kind, status, send_suspended, subscription_policy,
-               posting_policy, subject_tag, footer_text, footer_html, reply_to, bounce_disable_score,
-               digest_frequency, max_message_kb, created_at, updated_at, dmarc_mitigation)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18) RETURNING id",
-            &[
-                &l.domain_id.get(),
-                &l.name.as_str(),
-                &l.display_name,
-                &l.kind.as_str(),
-                &l.status.as_str(),
-                &l.send_suspended,
-                &p.subscription_policy.as_str(),
-                &p.posting_policy.as_str(),
-                &p.subject_tag,
-                &p.footer_text,
-                &p.footer_html,
-                &p.reply_to.as_str(),
-                &i64::from(p.bounce_disable_score),
-                &p.digest_frequency.as_str(),
-                &i64::from(p.max_message_kb),
-                &l.created_at.unix_micros(),
-                &l.updated_at.unix_micros(),
-                &p.dmarc_mitigation.as_str(),
-            ],
+            &format!(
+                "INSERT INTO lists (domain_id, name, {LIST_FIELDS}, created_at, updated_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18) RETURNING id"
+            ),
+            &args,
         )?;
         Ok(ListId::from_stored(id))
     }
@@ -367,32 +379,13 @@ impl MailingRepo for PgTx {
     }
 
     fn update_list(&mut self, l: &MailingList) -> Result<(), StoreError> {
-        let p = &l.policies;
-        self.execute(
-            "UPDATE lists SET display_name = $2, kind = $3, status = $4, send_suspended = $5,
-               subscription_policy = $6, posting_policy = $7, subject_tag = $8, footer_text = $9,
-               footer_html = $10, reply_to = $11, bounce_disable_score = $12, digest_frequency = $13,
-               max_message_kb = $14, updated_at = $15, dmarc_mitigation = $16
-             WHERE id = $1",
-            &[
-                &l.id.get(),
-                &l.display_name,
-                &l.kind.as_str(),
-                &l.status.as_str(),
-                &l.send_suspended,
-                &p.subscription_policy.as_str(),
-                &p.posting_policy.as_str(),
-                &p.subject_tag,
-                &p.footer_text,
-                &p.footer_html,
-                &p.reply_to.as_str(),
-                &i64::from(p.bounce_disable_score),
-                &p.digest_frequency.as_str(),
-                &i64::from(p.max_message_kb),
-                &l.updated_at.unix_micros(),
-                &p.dmarc_mitigation.as_str(),
-            ],
-        )?;
+        let (id, updated_at) = (l.id.get(), l.updated_at.unix_micros());
+        let fields = list_fields(l);
+        let mut args: Vec<&(dyn ToSql + Sync)> = vec![&id];
+        args.extend(fields.iter().map(|f| f.as_ref() as &(dyn ToSql + Sync)));
+        args.push(&updated_at);
+        let sets: Vec<String> = LIST_FIELDS.split(", ").enumerate().map(|(i, c)| format!("{c} = ${}", i + 2)).collect();
+        self.execute(&format!("UPDATE lists SET {}, updated_at = $16 WHERE id = $1", sets.join(", ")), &args)?;
         Ok(())
     }
 
@@ -542,6 +535,12 @@ impl MailingRepo for PgTx {
             format!("SELECT COUNT(*) FROM members WHERE {clause}")
         };
         let select_sql = format!("SELECT {MEMBER_COLUMNS} FROM members WHERE {clause} ORDER BY id");
+        if filter.email_contains.is_some() {
+            // Planned for this needle, not once for any: a rare substring is found through the
+            // trigram index then sorted, a common one by walking the ids until the page is full
+            // (a plan made for any needle walks the ids, all of them when the needle is rare).
+            self.execute("SET LOCAL plan_cache_mode = force_custom_plan", &[])?;
+        }
         paged(self, &count_sql, &select_sql, &args, page, member_row)
     }
 

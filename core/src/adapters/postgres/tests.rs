@@ -506,3 +506,149 @@ fn every_server_opens_the_data_key_sealed_in_the_database_with_the_master_key() 
         other => panic!("expected OtherMasterKey, got {other:?}"),
     }
 }
+
+/// Two servers' mailing contexts on one database, one clock: the first with a list of `n`
+/// members, made through the rules as the API makes them.
+fn two_mailing_servers(
+    server: &TestServer,
+    n: usize,
+) -> ([crate::mailing::Service; 2], [Arc<crate::testing::RecordingTransport>; 2], Arc<crate::testing::FixedClock>) {
+    use crate::access::principal::{Principal, RequestCtx};
+    use crate::access::users::{self, NewUser};
+    use crate::kernel::{DomainName, EmailAddress, ListName};
+    use crate::mailing::members::{self, AddMember};
+    use crate::mailing::model::{DeliveryMode, SubscriptionPolicy};
+    use crate::mailing::{domains, lists};
+    use crate::testing::{FixedClock, RecordingTransport};
+    let url = server.fresh_database().unwrap();
+    let clock = Arc::new(FixedClock::at(Timestamp::from_unix_secs(1_800_000_000)));
+    let mails = [Arc::new(RecordingTransport::default()), Arc::new(RecordingTransport::default())];
+    let app = |mail: &Arc<RecordingTransport>| {
+        let store = Arc::new(PostgresStore::open(&url, 0).unwrap());
+        crate::testing::mailing(store, clock.clone(), mail.clone(), crate::egress::Egress::offline())
+    };
+    let apps = [app(&mails[0]), app(&mails[1])];
+    let (p, ctx) = (Principal::operator(), RequestCtx::cli());
+    let (d, l) = (DomainName::parse("example.org").unwrap(), ListName::parse("news").unwrap());
+    let owner = EmailAddress::parse("owner@example.org").unwrap();
+    let new_owner = NewUser { email: owner.clone(), profile: Default::default(), password: None };
+    users::create(&apps[0].access, &p, &ctx, new_owner).unwrap();
+    let new_domain =
+        domains::NewDomainRequest { name: d.clone(), dkim_selector: None, default_subscription_policy: None };
+    domains::create(&apps[0], &p, &ctx, new_domain).unwrap();
+    let new_list = lists::NewList {
+        name: l.clone(),
+        display_name: "News".into(),
+        owner,
+        kind: None,
+        subscription_policy: Some(SubscriptionPolicy::Open),
+    };
+    lists::create(&apps[0], &p, &ctx, &d, new_list).unwrap();
+    for i in 0..n {
+        let req = AddMember {
+            email: EmailAddress::parse(&format!("m{i}@d{}.example", i % 7)).unwrap(),
+            display_name: None,
+            delivery_mode: DeliveryMode::Regular,
+            force: false,
+            consent_source: None,
+            consent_evidence: None,
+            source_ip: None,
+        };
+        members::add(&apps[i % 2], &p, &ctx, None, &d, &l, req).unwrap();
+    }
+    mails[0].sent.lock().unwrap().clear(); // the owner's invitation
+    (apps, mails, clock)
+}
+
+/// A send submitted on one server, delivered by workers of both at once: each member gets one
+/// copy, and `send.completed` is recorded once (issue 25).
+#[test]
+fn a_send_with_workers_on_two_servers_delivers_each_copy_once_and_completes_once() {
+    use crate::access::principal::{Principal, RequestCtx};
+    use crate::kernel::{DomainName, EventName, ListName};
+    use crate::mailing::{delivery, sends};
+    let server = TestServer::start().unwrap();
+    let (apps, mails, _clock) = two_mailing_servers(&server, 60);
+    let (d, l) = (DomainName::parse("example.org").unwrap(), ListName::parse("news").unwrap());
+    let msg = sends::NewMessage { subject: "Hi".into(), text: Some("x".into()), html: None };
+    let (p, ctx) = (Principal::operator(), RequestCtx::cli());
+    sends::submit(&apps[1], &p, &ctx, None, &d, &l, msg).unwrap().ran().unwrap();
+    let cfg = delivery::DeliveryConfig { batch: 4, ..Default::default() };
+    // One round on each first (both servers deliver, whatever the threads' timing), then two
+    // workers on each at once until the queue is empty.
+    for app in &apps {
+        assert_eq!(delivery::run_once(app, &cfg).unwrap().sent, 4);
+    }
+    std::thread::scope(|s| {
+        for app in apps.iter().chain(apps.iter()) {
+            s.spawn(move || while delivery::run_once(app, &cfg).unwrap().claimed > 0 {});
+        }
+    });
+    for app in &apps {
+        delivery::run_once(app, &cfg).unwrap();
+    }
+    let mut recipients: Vec<String> = mails
+        .iter()
+        .flat_map(|m| m.sent.lock().unwrap().iter().flat_map(|s| s.recipients.clone()).collect::<Vec<_>>())
+        .map(|r| r.to_string())
+        .collect();
+    let delivered = recipients.len();
+    recipients.sort();
+    recipients.dedup();
+    assert_eq!((delivered, recipients.len()), (60, 60), "each member once");
+    assert!(mails.iter().all(|m| !m.sent.lock().unwrap().is_empty()), "both servers' workers delivered");
+    let completed = in_read(&*apps[0].store, |tx| tx.events_after(None, 10_000))
+        .unwrap()
+        .iter()
+        .filter(|e| e.name == EventName::SendCompleted)
+        .count();
+    assert_eq!(completed, 1);
+}
+
+/// The same Idempotency-Key sent to two servers at once: one runs the send, the other replays its
+/// answer, and the list has one send (issue 25).
+#[test]
+fn the_same_idempotency_key_sent_to_two_servers_executes_once() {
+    use crate::access::model::Role;
+    use crate::access::principal::{self, Credential, Principal, RequestCtx};
+    use crate::access::{keys, roles, users};
+    use crate::kernel::{DomainName, EmailAddress, ListName};
+    use crate::mailing::idempotency::{IdempotentRequest, Keyed};
+    use crate::mailing::sends;
+    let server = TestServer::start().unwrap();
+    let (apps, _mails, _clock) = two_mailing_servers(&server, 3);
+    let (d, l) = (DomainName::parse("example.org").unwrap(), ListName::parse("news").unwrap());
+    let (operator, ctx) = (Principal::operator(), RequestCtx::cli());
+    let sender = users::NewUser {
+        email: EmailAddress::parse("sender@example.org").unwrap(),
+        profile: Default::default(),
+        password: None,
+    };
+    let (user, _) = users::create(&apps[0].access, &operator, &ctx, sender).unwrap();
+    let owner = Role::Owner(d.clone(), l.clone());
+    roles::grant(&apps[0].access, &operator, &ctx, user.id, owner.clone()).unwrap();
+    let request =
+        keys::NewKey::parse("k".into(), "list", Some("example.org"), Some("news"), &["send".into()], None, None)
+            .unwrap();
+    let key = keys::create_for(&apps[0].access, &operator, &ctx, &user, &[owner], request).unwrap();
+    let body = br#"{"subject":"Hi","text":"x"}"#;
+    let outcomes: Vec<Keyed<sends::Submitted>> = std::thread::scope(|s| {
+        let runs: Vec<_> = apps
+            .iter()
+            .map(|app| {
+                let (secret, d, l, ctx) = (&key.secret, &d, &l, &ctx);
+                s.spawn(move || {
+                    let p = principal::authenticate(&app.access, &Credential::ApiKey(secret.clone()), true).unwrap();
+                    let req = IdempotentRequest::new(&p, Some("k-1"), "POST", "/api/v1/sends", body).unwrap();
+                    let msg = sends::NewMessage { subject: "Hi".into(), text: Some("x".into()), html: None };
+                    sends::submit(app, &p, ctx, req.as_ref(), d, l, msg).unwrap()
+                })
+            })
+            .collect();
+        runs.into_iter().map(|r| r.join().unwrap()).collect()
+    });
+    let ran = outcomes.iter().filter(|o| matches!(o, Keyed::Ran(_))).count();
+    let replayed = outcomes.iter().filter(|o| matches!(o, Keyed::Replay { .. })).count();
+    assert_eq!((ran, replayed), (1, 1));
+    assert_eq!(in_read(&*apps[1].store, |tx| tx.open_sends(None)).unwrap(), 1, "one send");
+}

@@ -4,7 +4,8 @@
 use super::lease::LeasedQueue;
 use super::mailing::{parsed, ts};
 use super::{PgTx, corrupt, get};
-use crate::kernel::{Event, EventId, EventName, Timestamp};
+use crate::adapters::mailing_columns;
+use crate::kernel::{Event, EventId, Timestamp};
 use crate::mailing::model::{Delivery, DeliveryId, DeliveryState, DomainId, ListId, Webhook, WebhookId};
 use crate::mailing::ports::{CallResult, NewWebhook, WebhookRepo};
 use crate::storage::StoreError;
@@ -29,12 +30,7 @@ pub(super) static DELIVERIES: LazyLock<LeasedQueue> = LazyLock::new(|| {
 });
 
 fn webhook_row(r: &Row) -> Result<Webhook, StoreError> {
-    let events: String = get(r, 2)?;
-    let events = events
-        .split(',')
-        .filter(|e| !e.is_empty())
-        .map(|e| EventName::parse(e).ok_or_else(|| corrupt("event name", e)))
-        .collect::<Result<Vec<_>, _>>()?;
+    let events = mailing_columns::events(&get::<String>(r, 2)?).map_err(|c| corrupt(c.what, &c.value))?;
     Ok(Webhook {
         id: WebhookId::from_stored(get(r, 0)?),
         url: get(r, 1)?,
@@ -53,13 +49,12 @@ fn webhook_row(r: &Row) -> Result<Webhook, StoreError> {
 
 impl WebhookRepo for PgTx {
     fn insert_webhook(&mut self, w: &NewWebhook<'_>, now: Timestamp) -> Result<WebhookId, StoreError> {
-        let events: Vec<&str> = w.events.iter().map(|e| e.as_str()).collect();
         let row = self.query_one(
             "INSERT INTO webhooks (url, events, domain_id, list_id, secret_sealed, created_by, created_at)
              VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
             &[
                 &w.url,
-                &events.join(","),
+                &mailing_columns::events_column(w.events),
                 &w.domain_id.map(DomainId::get),
                 &w.list_id.map(ListId::get),
                 &w.secret_sealed,

@@ -1,4 +1,5 @@
 use super::{SqliteTx, map_err};
+use crate::adapters::mailing_columns::{IdempotencyColumns, idempotency_record};
 use crate::kernel::Timestamp;
 use crate::mailing::ports::{IdempotencyRecord, IdempotencyRepo};
 use crate::storage::StoreError;
@@ -23,17 +24,7 @@ impl IdempotencyRepo for SqliteTx {
             })
             .map_err(map_err)?;
         let Some((fingerprint, state, status, body, created_at, expires_at)) = row else { return Ok(None) };
-        let expires_at = Timestamp::from_unix_micros(expires_at);
-        Ok(Some(match (state.as_str(), status, body) {
-            ("done", Some(status), Some(body)) => {
-                IdempotencyRecord::Done { fingerprint, status: u16::try_from(status).unwrap_or(500), body, expires_at }
-            }
-            _ => IdempotencyRecord::Running {
-                fingerprint,
-                created_at: Timestamp::from_unix_micros(created_at),
-                expires_at,
-            },
-        }))
+        Ok(Some(idempotency_record(IdempotencyColumns { fingerprint, state, status, body, created_at, expires_at })))
     }
 
     fn idempotency_reserve(

@@ -1,7 +1,8 @@
 use super::access::{corrupt, ts};
 use super::lease::LeasedQueue;
 use super::{SqliteTx, map_err};
-use crate::kernel::{Event, EventId, EventName, Timestamp};
+use crate::adapters::mailing_columns;
+use crate::kernel::{Event, EventId, Timestamp};
 use crate::mailing::model::{Delivery, DeliveryId, DeliveryState, DomainId, ListId, Webhook, WebhookId};
 use crate::mailing::ports::{CallResult, NewWebhook, WebhookRepo};
 use crate::storage::StoreError;
@@ -25,12 +26,7 @@ pub(super) static DELIVERIES: LazyLock<LeasedQueue> = LazyLock::new(|| {
 });
 
 fn webhook_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Webhook> {
-    let events: String = r.get(2)?;
-    let events = events
-        .split(',')
-        .filter(|e| !e.is_empty())
-        .map(|e| EventName::parse(e).ok_or_else(|| corrupt("event name", e)))
-        .collect::<Result<Vec<_>, _>>()?;
+    let events = mailing_columns::events(&r.get::<_, String>(2)?).map_err(|c| corrupt(c.what, &c.value))?;
     Ok(Webhook {
         id: WebhookId::from_stored(r.get(0)?),
         url: r.get(1)?,
@@ -49,7 +45,6 @@ fn webhook_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Webhook> {
 
 impl WebhookRepo for SqliteTx {
     fn insert_webhook(&mut self, w: &NewWebhook<'_>, now: Timestamp) -> Result<WebhookId, StoreError> {
-        let events: Vec<&str> = w.events.iter().map(|e| e.as_str()).collect();
         self.conn()
             .prepare_cached(
                 "INSERT INTO webhooks (url, events, domain_id, list_id, secret_sealed, created_by, created_at)
@@ -58,7 +53,7 @@ impl WebhookRepo for SqliteTx {
             .and_then(|mut st| {
                 st.execute(params![
                     w.url,
-                    events.join(","),
+                    mailing_columns::events_column(w.events),
                     w.domain_id.map(DomainId::get),
                     w.list_id.map(ListId::get),
                     w.secret_sealed,

@@ -40,6 +40,7 @@ CREATE TABLE members (
 );
 -- The listing is ordered by id: each index ends with it, so a page of a filter reads its rows in
 -- id order and stops after `limit` rows, with no sort of the whole list.
+CREATE INDEX members_list ON members (list_id, id);
 CREATE INDEX members_list_status_mode ON members (list_id, status, delivery_mode, id);
 CREATE INDEX members_list_status ON members (list_id, status, id);
 -- An address's subscriptions across lists (self-service).
