@@ -200,6 +200,8 @@ async fn session(
     reply(&mut write, &format!("220 {} LMTP Courrier ready", limits.hostname)).await?;
     let mut greeted = false;
     let mut env = Envelope::default();
+    // Whether this connection's last message was stored and it has not started another since.
+    let mut answered = false;
     // The addresses this connection's RCPTs resolved, by lowercased address, and when.
     let mut resolved: HashMap<String, (Resolved, std::time::Instant)> = HashMap::new();
     let mut line = Vec::with_capacity(256);
@@ -257,7 +259,7 @@ async fn session(
                             } else {
                                 env.from = Some((!addr.is_empty()).then(|| addr.to_owned()));
                                 env.declared_size = size;
-                                env.receiving = Some(acceptor.receiving());
+                                env.receiving = Some(acceptor.receiving(std::mem::take(&mut answered)));
                                 reply(&mut write, "250 2.1.0 Ok").await?;
                             }
                         }
@@ -341,7 +343,7 @@ async fn session(
                     }
                 };
                 let env = std::mem::take(&mut env);
-                deliver(&mut write, app, acceptor, &mut resolved, env, data).await?;
+                answered = deliver(&mut write, app, acceptor, &mut resolved, env, data).await?;
             }
             "RSET" => {
                 env = Envelope::default();
@@ -416,7 +418,7 @@ async fn read_data<R: AsyncBufRead + Unpin>(
 /// The replies after DATA, one per accepted recipient, in their order: 552 for the lists the
 /// message is too large for; the others stored in one transaction by core's store thread, then
 /// 250 (550 for a list gone since its RCPT, 451 for all if the store failed). The processing
-/// loop is rung after the replies.
+/// loop is rung after the replies. Whether anything was stored.
 async fn deliver<W: AsyncWrite + Unpin>(
     w: &mut W,
     app: &Arc<Service>,
@@ -424,7 +426,7 @@ async fn deliver<W: AsyncWrite + Unpin>(
     resolved: &mut HashMap<String, (Resolved, std::time::Instant)>,
     mut env: Envelope,
     data: Data,
-) -> std::io::Result<()> {
+) -> std::io::Result<bool> {
     let size = match &data {
         Data::Message(m) => m.len(),
         Data::TooLarge | Data::Flood => usize::MAX,
@@ -484,7 +486,7 @@ async fn deliver<W: AsyncWrite + Unpin>(
     if any {
         app.mail_in.wakeup.ring();
     }
-    Ok(())
+    Ok(any)
 }
 
 /// The one mapping of core's refusals to LMTP replies.

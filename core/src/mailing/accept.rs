@@ -10,8 +10,11 @@
 //!   fails takes back only its own rows), and answers each job after the one `COMMIT`;
 //! - a commit delay, like PostgreSQL's `commit_delay`/`commit_siblings`: while other sessions are
 //!   in the middle of a message ([`Acceptor::receiving`]: from their `MAIL` to the end of their
-//!   data), the thread waits for their jobs, at most [`COMMIT_DELAY`], so that their stores join
-//!   the same commit instead of each paying its own. With nobody else receiving it commits at once.
+//!   data), or were just answered and not back yet (a sender with more to send starts its next
+//!   message at once: without them, 4 sessions settle into commits of 2, half answered while the
+//!   other half is stored), the thread waits for their jobs, at most [`COMMIT_DELAY`], so that
+//!   their stores join the same commit instead of each paying its own. With nobody else receiving
+//!   it commits at once.
 //! - the recipients' lists are looked up again inside the store's transaction (one indexed read
 //!   each, on pages the writer has cached): a frontend may answer `RCPT` from what it looked up
 //!   earlier in the connection ([`Resolved`] kept per connection), and a list deleted or renamed
@@ -49,6 +52,10 @@ struct State {
     queue: Vec<Job>,
     /// Sessions between their `MAIL` and the end of their data (their job not queued yet).
     receiving: usize,
+    /// Sessions of the last batch answered, not back with another message yet, and when they were
+    /// answered: expected for at most the commit delay after that.
+    returning: usize,
+    answered_at: Instant,
     stop: bool,
 }
 
@@ -76,7 +83,13 @@ impl Acceptor {
     /// Starts the store thread; `delay` is the commit delay ([`COMMIT_DELAY`]).
     pub fn start(app: Arc<Service>, delay: Duration) -> std::io::Result<Self> {
         let shared = Arc::new(Shared {
-            state: Mutex::new(State { queue: Vec::new(), receiving: 0, stop: false }),
+            state: Mutex::new(State {
+                queue: Vec::new(),
+                receiving: 0,
+                returning: 0,
+                answered_at: Instant::now(),
+                stop: false,
+            }),
             bell: Condvar::new(),
             delay,
             commits: std::sync::atomic::AtomicU64::new(0),
@@ -88,9 +101,15 @@ impl Acceptor {
     }
 
     /// Marks a session as receiving a message until the guard is dropped or handed to
-    /// [`Self::submit`].
-    pub fn receiving(&self) -> Receiving {
-        lock(&self.shared.state).receiving += 1;
+    /// [`Self::submit`]; `returning`: its previous message was the last one stored on this
+    /// connection (it is back).
+    pub fn receiving(&self, returning: bool) -> Receiving {
+        let mut st = lock(&self.shared.state);
+        st.receiving += 1;
+        if returning {
+            st.returning = st.returning.saturating_sub(1);
+        }
+        drop(st);
         Receiving { shared: Some(Arc::clone(&self.shared)) }
     }
 
@@ -154,9 +173,12 @@ fn run(app: &Service, shared: &Shared) {
             if st.queue.is_empty() {
                 return;
             }
-            // The commit delay: wait for the sessions still receiving, bounded.
+            // The commit delay: wait for the sessions still receiving or on their way back, bounded.
             let deadline = Instant::now() + shared.delay;
-            while st.receiving > 0 && st.queue.len() < MAX_JOBS && !st.stop {
+            while (st.receiving > 0 || (st.returning > 0 && st.answered_at.elapsed() < shared.delay))
+                && st.queue.len() < MAX_JOBS
+                && !st.stop
+            {
                 let left = deadline.saturating_duration_since(Instant::now());
                 if left.is_zero() {
                     break;
@@ -171,6 +193,9 @@ fn run(app: &Service, shared: &Shared) {
             use std::sync::atomic::Ordering::Relaxed;
             shared.commits.fetch_add(1, Relaxed);
             shared.jobs.fetch_add(jobs.len() as u64, Relaxed);
+            let mut st = lock(&shared.state);
+            st.returning = jobs.len();
+            st.answered_at = Instant::now();
         }
         for (job, outcome) in jobs.into_iter().zip(outcomes) {
             (job.done)(outcome);
@@ -266,7 +291,7 @@ mod tests {
         let to = resolve(&app, "news@example.org").unwrap();
         // A delay far longer than the test: the batch closes because nobody is receiving any more.
         let acceptor = Acceptor::start(Arc::clone(&app), Duration::from_secs(600)).unwrap();
-        let sessions: Vec<Receiving> = (0..3).map(|_| acceptor.receiving()).collect();
+        let sessions: Vec<Receiving> = (0..3).map(|_| acceptor.receiving(false)).collect();
         let (tx, rx) = mpsc::channel();
         for (i, receiving) in sessions.into_iter().enumerate() {
             acceptor.submit(Some(receiving), job(&to, format!("Subject: {i}\r\n\r\nx\r\n").into_bytes(), &tx));
@@ -284,13 +309,41 @@ mod tests {
     }
 
     #[test]
+    fn a_store_waits_for_the_sessions_just_answered_to_come_back_with_their_next_message() {
+        let (app, _dir) = world();
+        let app = Arc::new(app);
+        let to = resolve(&app, "news@example.org").unwrap();
+        let acceptor = Acceptor::start(Arc::clone(&app), Duration::from_secs(600)).unwrap();
+        let (tx, rx) = mpsc::channel();
+        // Sessions A and B share a first commit.
+        let (a, b) = (acceptor.receiving(false), acceptor.receiving(false));
+        acceptor.submit(Some(a), job(&to, b"Subject: a1\r\n\r\nx\r\n".to_vec(), &tx));
+        acceptor.submit(Some(b), job(&to, b"Subject: b1\r\n\r\nx\r\n".to_vec(), &tx));
+        for _ in 0..2 {
+            assert!(rx.recv_timeout(ANSWER).unwrap()[0].is_ok());
+        }
+        assert_eq!(acceptor.commits(), (1, 2));
+        // C's message arrives while A and B, just answered, have not started their next ones:
+        // it waits for them rather than commit alone.
+        acceptor.submit(None, job(&to, b"Subject: c1\r\n\r\nx\r\n".to_vec(), &tx));
+        let a = acceptor.receiving(true);
+        acceptor.submit(Some(a), job(&to, b"Subject: a2\r\n\r\nx\r\n".to_vec(), &tx));
+        let b = acceptor.receiving(true);
+        acceptor.submit(Some(b), job(&to, b"Subject: b2\r\n\r\nx\r\n".to_vec(), &tx));
+        for _ in 0..3 {
+            assert!(rx.recv_timeout(ANSWER).unwrap()[0].is_ok());
+        }
+        assert_eq!(acceptor.commits(), (2, 5), "C, A and B in one commit");
+    }
+
+    #[test]
     fn a_store_waits_for_a_silent_sibling_only_until_the_commit_delay_and_then_answers() {
         let (app, _dir) = world();
         let app = Arc::new(app);
         let to = resolve(&app, "news@example.org").unwrap();
         let acceptor = Acceptor::start(Arc::clone(&app), Duration::from_millis(20)).unwrap();
         // Another session is in the middle of a message and never finishes it.
-        let silent = acceptor.receiving();
+        let silent = acceptor.receiving(false);
         let (tx, rx) = mpsc::channel();
         acceptor.submit(None, job(&to, b"Subject: alone\r\n\r\nx\r\n".to_vec(), &tx));
         let answer = rx.recv_timeout(ANSWER).expect("answered although the sibling never sent its message");
