@@ -285,7 +285,7 @@ async fn session(
                 // limit may have been raised since.
                 let remembered = resolved.get(&key).filter(|(r, at)| {
                     at.elapsed() < limits.resolved_for
-                        && !env.declared_size.is_some_and(|s| inbound::check_size(r, s).is_err())
+                        && env.declared_size.is_none_or(|s| inbound::check_size(r, s).is_ok())
                 });
                 let found = match remembered {
                     Some((r, _)) => Ok(Resolved { address: addr.to_owned(), ..r.clone() }),
