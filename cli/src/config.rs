@@ -79,6 +79,15 @@ pub struct Config {
     /// (`COURRIER_IMPORT_NICENESS`, a nice value from 0 to 19, default 10; 0 runs imports at the
     /// handlers' priority).
     pub import_niceness: i32,
+    /// How much lower than the LMTP sessions' and the request handlers' the CPU priority of the
+    /// threads that process mail in and deliver copies is (`COURRIER_WORKER_NICENESS`, a nice
+    /// value from 0 to 19, default 10): accepting a message, which a sender waits for, comes
+    /// before processing and delivering it, which nobody waits on; idle cores still go to them.
+    pub worker_niceness: i32,
+    /// How long an LMTP store waits for the stores of other sessions still receiving a message,
+    /// to share their commit (`COURRIER_LMTP_COMMIT_DELAY_US`, microseconds from 0 to 100,000,
+    /// default 1,000; 0 commits at once).
+    pub lmtp_commit_delay: std::time::Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -180,6 +189,9 @@ impl Config {
         let search_cache_mib = number("COURRIER_SEARCH_CACHE_MIB", 256, 0..=1 << 20)? as u64;
         let search_min_members = number("COURRIER_SEARCH_MIN_MEMBERS", 20_000, 1..=1_000_000_000)? as u64;
         let import_niceness = number("COURRIER_IMPORT_NICENESS", 10, 0..=19)? as i32;
+        let worker_niceness = number("COURRIER_WORKER_NICENESS", 10, 0..=19)? as i32;
+        let lmtp_commit_delay =
+            std::time::Duration::from_micros(number("COURRIER_LMTP_COMMIT_DELAY_US", 1_000, 0..=100_000)? as u64);
         let egress_allow = AllowList::parse(&get("COURRIER_EGRESS_ALLOW").unwrap_or_default())
             .map_err(|e| invalid("COURRIER_EGRESS_ALLOW", e))?;
         let extra_ca = get("COURRIER_EXTRA_CA").filter(|s| !s.trim().is_empty()).map(PathBuf::from);
@@ -217,6 +229,8 @@ impl Config {
             search_cache_mib,
             search_min_members,
             import_niceness,
+            worker_niceness,
+            lmtp_commit_delay,
             retry_base_secs,
             delivery_lease_secs,
             domain_concurrency,
@@ -359,6 +373,9 @@ mod tests {
             ("COURRIER_OCR_RETENTION_DAYS", ""),
             ("COURRIER_IMPORT_NICENESS", "20"),
             ("COURRIER_IMPORT_NICENESS", "-5"),
+            ("COURRIER_WORKER_NICENESS", "20"),
+            ("COURRIER_LMTP_COMMIT_DELAY_US", "100001"),
+            ("COURRIER_LMTP_COMMIT_DELAY_US", "-1"),
         ] {
             let err = config(&[(var, value)], None).unwrap_err().to_string();
             assert!(err.starts_with(var), "{err}");
@@ -367,5 +384,14 @@ mod tests {
         assert_eq!(c.public_url, "https://lists.example.org");
         assert_eq!(c.import_niceness, 10, "imports run below requests by default");
         assert_eq!(config(&[("COURRIER_IMPORT_NICENESS", "0")], None).unwrap().import_niceness, 0);
+    }
+
+    #[test]
+    fn accepting_mail_comes_before_processing_it_by_default() {
+        let c = config(&[], None).unwrap();
+        assert_eq!(c.worker_niceness, 10, "processing and delivery run below the LMTP sessions");
+        assert_eq!(c.lmtp_commit_delay, std::time::Duration::from_millis(1));
+        let c = config(&[("COURRIER_WORKER_NICENESS", "0"), ("COURRIER_LMTP_COMMIT_DELAY_US", "0")], None).unwrap();
+        assert_eq!((c.worker_niceness, c.lmtp_commit_delay), (0, std::time::Duration::ZERO));
     }
 }

@@ -271,6 +271,8 @@ fn execute(cli: Cli) -> Result<(), CliError> {
                 server::delivery_config(&config),
                 server::webhook_config(&config),
                 config.delivery_workers.max(1),
+                // Alone in its process, a worker competes with no LMTP session.
+                0,
             );
             tracing::info!(threads = config.delivery_workers.max(1), "delivery workers running");
             let runtime =

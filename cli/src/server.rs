@@ -227,6 +227,8 @@ pub struct Bound {
     delivery: DeliveryConfig,
     webhooks: courrier_core::mailing::webhooks::WebhookConfig,
     delivery_workers: usize,
+    /// The processing and delivery threads' nice value above the server's.
+    worker_niceness: i32,
     limits: ServerLimits,
     /// The mail-in pipeline the ingest pollers hand messages to; `None`: no poller runs.
     intake: Option<Arc<dyn courrier_core::mailing::ingest::MailIntake>>,
@@ -268,7 +270,11 @@ pub fn bind(config: &Config, build: BuildInfo) -> Result<Bound, CliError> {
         .lmtp_listen
         .map(|addr| courrier_mail::listen(addr).map_err(|source| CliError::Bind { addr: addr.to_string(), source }))
         .transpose()?;
-    let lmtp_limits = courrier_mail::LmtpLimits { hostname: config.public_host().to_owned(), ..Default::default() };
+    let lmtp_limits = courrier_mail::LmtpLimits {
+        hostname: config.public_host().to_owned(),
+        commit_delay: config.lmtp_commit_delay,
+        ..Default::default()
+    };
     let mut state = courrier_http::AppState::new(
         Arc::clone(&services.access),
         Arc::clone(&services.mailing),
@@ -288,6 +294,7 @@ pub fn bind(config: &Config, build: BuildInfo) -> Result<Bound, CliError> {
         delivery: delivery_config(config),
         webhooks: webhook_config(config),
         delivery_workers: config.delivery_workers,
+        worker_niceness: config.worker_niceness,
         limits,
         intake: Some(intake),
         lmtp,
@@ -322,6 +329,7 @@ pub fn run(bound: Bound, shutdown: impl Future<Output = ()> + Send + 'static) ->
             bound.delivery,
             bound.webhooks,
             bound.delivery_workers,
+            bound.worker_niceness,
         );
         // Ingest pollers are workers: a server without delivery workers (`courrier worker`
         // processes deliver) polls no mailbox either.

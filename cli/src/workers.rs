@@ -25,14 +25,18 @@ pub struct Workers {
 }
 
 /// `n` delivery threads and, when `n > 0`, one webhook thread and one thread processing mail in.
-pub fn start(app: Arc<Service>, cfg: DeliveryConfig, hooks: WebhookConfig, n: usize) -> Workers {
+/// The delivery and processing threads run `niceness` below the process's priority (0: at it).
+pub fn start(app: Arc<Service>, cfg: DeliveryConfig, hooks: WebhookConfig, n: usize, niceness: i32) -> Workers {
     let stop = Arc::new(AtomicBool::new(false));
     let mut threads: Vec<_> = (0..n)
         .map(|i| {
             let (app, stop) = (Arc::clone(&app), Arc::clone(&stop));
             std::thread::Builder::new()
                 .name(format!("courrier-delivery-{i}"))
-                .spawn(move || work(&app, &cfg, &stop))
+                .spawn(move || {
+                    lower_this_threads_priority(niceness);
+                    work(&app, &cfg, &stop)
+                })
                 .expect("cannot start a delivery worker thread")
         })
         .collect();
@@ -40,7 +44,10 @@ pub fn start(app: Arc<Service>, cfg: DeliveryConfig, hooks: WebhookConfig, n: us
         let (inbound_app, inbound_stop) = (Arc::clone(&app), Arc::clone(&stop));
         let inbound_thread = std::thread::Builder::new()
             .name("courrier-inbound".into())
-            .spawn(move || work_inbound(&inbound_app, &inbound_stop))
+            .spawn(move || {
+                lower_this_threads_priority(niceness);
+                work_inbound(&inbound_app, &inbound_stop)
+            })
             .expect("cannot start the inbound processing thread");
         threads.push(inbound_thread);
         let (app, stop) = (Arc::clone(&app), Arc::clone(&stop));
@@ -51,6 +58,20 @@ pub fn start(app: Arc<Service>, cfg: DeliveryConfig, hooks: WebhookConfig, n: us
         threads.push(hooks_thread);
     }
     Workers { app, stop, threads }
+}
+
+/// Raises the calling thread's nice value by `niceness` (Linux: `setpriority(PRIO_PROCESS, tid)`
+/// applies to the one thread), at most to 19. Best effort: without it the thread runs at the
+/// process's priority.
+fn lower_this_threads_priority(niceness: i32) {
+    if niceness <= 0 {
+        return;
+    }
+    let tid = Some(rustix::thread::gettid());
+    let nice = rustix::process::getpriority_process(tid).unwrap_or(0).saturating_add(niceness).min(19);
+    if let Err(e) = rustix::process::setpriority_process(tid, nice) {
+        tracing::debug!(error = %e, "could not lower a worker thread's priority");
+    }
 }
 
 fn work_webhooks(app: &Service, cfg: &WebhookConfig, stop: &AtomicBool) {

@@ -6,12 +6,20 @@
 //! 451 when the store cannot take it). Processing happens after, in the processing loop, which
 //! the server wakes.
 //!
+//! One blocking hop per message: a connection remembers the addresses its `RCPT`s resolved (the
+//! store looks their lists up again in its own transaction, so a list deleted or renamed since is
+//! answered 550 after the data), and the stores of all sessions go to core's store thread
+//! (`courrier_core::mailing::accept`), which puts the stores of the sessions receiving at the
+//! same time into one commit.
+//!
 //! Bounded: command lines, the message size (the largest limit of the recipients' lists, and a
 //! hard cap), recipients per message, connections at once, and a time-out on every read, so a
 //! slow or silent client holds only its own connection.
 
 use courrier_core::mailing::Service;
+use courrier_core::mailing::accept::{self, Acceptor, Receiving};
 use courrier_core::mailing::inbound::{self, InboundError, Resolved};
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,6 +44,15 @@ pub struct LmtpLimits {
     pub data_timeout: Duration,
     /// The name in the greeting and the `LHLO` reply.
     pub hostname: String,
+    /// How long a store waits for the stores of other sessions still receiving their message, to
+    /// share their commit (`courrier_core::mailing::accept::COMMIT_DELAY`).
+    pub commit_delay: Duration,
+    /// Addresses a connection remembers from its `RCPT`s (then forgets them all and starts again).
+    pub resolved_per_connection: usize,
+    /// How long it remembers one. The store checks the list again (gone or renamed: 550; its
+    /// limit lowered: 552), so this only bounds how long a limit *raised* meanwhile can still
+    /// refuse a message undeclared in size: as long as an RCPT answered just before the change.
+    pub resolved_for: Duration,
 }
 
 impl Default for LmtpLimits {
@@ -48,6 +65,9 @@ impl Default for LmtpLimits {
             command_timeout: Duration::from_secs(300),
             data_timeout: Duration::from_secs(180),
             hostname: "localhost".into(),
+            commit_delay: accept::COMMIT_DELAY,
+            resolved_per_connection: 64,
+            resolved_for: Duration::from_secs(5),
         }
     }
 }
@@ -69,6 +89,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     let limits = Arc::new(limits);
+    let acceptor = Arc::new(Acceptor::start(Arc::clone(&app), limits.commit_delay)?);
     let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
     tokio::pin!(shutdown);
     loop {
@@ -85,11 +106,11 @@ pub async fn serve(
             },
         };
         let _ = stream.set_nodelay(true);
-        let (app, limits) = (Arc::clone(&app), Arc::clone(&limits));
+        let (app, limits, acceptor) = (Arc::clone(&app), Arc::clone(&limits), Arc::clone(&acceptor));
         match Arc::clone(&slots).try_acquire_owned() {
             Ok(slot) => {
                 tokio::spawn(async move {
-                    if let Err(e) = session(stream, &app, &limits).await {
+                    if let Err(e) = session(stream, &app, &acceptor, &limits).await {
                         tracing::debug!(%peer, error = %e, "LMTP session ended");
                     }
                     drop(slot);
@@ -150,6 +171,8 @@ struct Envelope {
     recipients: Vec<Resolved>,
     /// The `SIZE=` the client declared.
     declared_size: Option<usize>,
+    /// Held from `MAIL` to the end of the data: the store thread waits a little for this message.
+    receiving: Option<Receiving>,
 }
 
 async fn reply<W: AsyncWrite + Unpin>(w: &mut W, text: &str) -> std::io::Result<()> {
@@ -166,12 +189,21 @@ fn path_of<'a>(args: &'a str, keyword: &str) -> Option<(&'a str, &'a str)> {
     Some((rest[..end].trim(), rest[end + 1..].trim()))
 }
 
-async fn session(stream: TcpStream, app: &Arc<Service>, limits: &LmtpLimits) -> std::io::Result<()> {
+async fn session(
+    stream: TcpStream,
+    app: &Arc<Service>,
+    acceptor: &Acceptor,
+    limits: &LmtpLimits,
+) -> std::io::Result<()> {
     let (read, mut write) = stream.into_split();
     let mut read = BufReader::with_capacity(16 * 1024, read);
     reply(&mut write, &format!("220 {} LMTP Courrier ready", limits.hostname)).await?;
     let mut greeted = false;
     let mut env = Envelope::default();
+    // Whether this connection's last message was stored and it has not started another since.
+    let mut answered = false;
+    // The addresses this connection's RCPTs resolved, by lowercased address, and when.
+    let mut resolved: HashMap<String, (Resolved, std::time::Instant)> = HashMap::new();
     let mut line = Vec::with_capacity(256);
     loop {
         line.clear();
@@ -227,6 +259,7 @@ async fn session(stream: TcpStream, app: &Arc<Service>, limits: &LmtpLimits) -> 
                             } else {
                                 env.from = Some((!addr.is_empty()).then(|| addr.to_owned()));
                                 env.declared_size = size;
+                                env.receiving = Some(acceptor.receiving(std::mem::take(&mut answered)));
                                 reply(&mut write, "250 2.1.0 Ok").await?;
                             }
                         }
@@ -247,9 +280,33 @@ async fn session(stream: TcpStream, app: &Arc<Service>, limits: &LmtpLimits) -> 
                     reply(&mut write, "452 4.5.3 too many recipients").await?;
                     continue;
                 }
-                let (app2, address) = (Arc::clone(app), addr.to_owned());
-                let resolved = blocking(move || inbound::resolve(&app2, &address)).await;
-                match resolved {
+                let key = addr.to_ascii_lowercase();
+                // A remembered list that would refuse the declared size is looked up again: its
+                // limit may have been raised since.
+                let remembered = resolved.get(&key).filter(|(r, at)| {
+                    at.elapsed() < limits.resolved_for
+                        && env.declared_size.is_none_or(|s| inbound::check_size(r, s).is_ok())
+                });
+                let found = match remembered {
+                    Some((r, _)) => Ok(Resolved { address: addr.to_owned(), ..r.clone() }),
+                    None => {
+                        let (app2, address) = (Arc::clone(app), addr.to_owned());
+                        let found = blocking(move || inbound::resolve(&app2, &address)).await;
+                        match &found {
+                            Ok(r) => {
+                                if resolved.len() >= limits.resolved_per_connection {
+                                    resolved.clear();
+                                }
+                                resolved.insert(key, (r.clone(), std::time::Instant::now()));
+                            }
+                            Err(_) => {
+                                resolved.remove(&key);
+                            }
+                        }
+                        found
+                    }
+                };
+                match found {
                     Ok(r) => {
                         if env.declared_size.is_some_and(|s| inbound::check_size(&r, s).is_err()) {
                             let kb = r.list.policies.max_message_kb;
@@ -265,6 +322,8 @@ async fn session(stream: TcpStream, app: &Arc<Service>, limits: &LmtpLimits) -> 
             }
             "DATA" => {
                 if env.from.is_none() || env.recipients.is_empty() {
+                    // No message follows: the store thread need not wait for this session.
+                    env.receiving = None;
                     reply(&mut write, "503 5.5.1 no valid recipients").await?;
                     continue;
                 }
@@ -284,7 +343,7 @@ async fn session(stream: TcpStream, app: &Arc<Service>, limits: &LmtpLimits) -> 
                     }
                 };
                 let env = std::mem::take(&mut env);
-                deliver(&mut write, app, env, data).await?;
+                answered = deliver(&mut write, app, acceptor, &mut resolved, env, data).await?;
             }
             "RSET" => {
                 env = Envelope::default();
@@ -357,14 +416,17 @@ async fn read_data<R: AsyncBufRead + Unpin>(
 }
 
 /// The replies after DATA, one per accepted recipient, in their order: 552 for the lists the
-/// message is too large for; the others stored in one transaction, then 250 (or 451 for all if
-/// the store failed). The processing loop is rung after the replies.
+/// message is too large for; the others stored in one transaction by core's store thread, then
+/// 250 (550 for a list gone since its RCPT, 451 for all if the store failed). The processing
+/// loop is rung after the replies. Whether anything was stored.
 async fn deliver<W: AsyncWrite + Unpin>(
     w: &mut W,
     app: &Arc<Service>,
-    env: Envelope,
+    acceptor: &Acceptor,
+    resolved: &mut HashMap<String, (Resolved, std::time::Instant)>,
+    mut env: Envelope,
     data: Data,
-) -> std::io::Result<()> {
+) -> std::io::Result<bool> {
     let size = match &data {
         Data::Message(m) => m.len(),
         Data::TooLarge | Data::Flood => usize::MAX,
@@ -372,27 +434,48 @@ async fn deliver<W: AsyncWrite + Unpin>(
     let fits: Vec<bool> = env.recipients.iter().map(|r| inbound::check_size(r, size).is_ok()).collect();
     let to_store: Vec<Resolved> =
         env.recipients.iter().zip(&fits).filter(|(_, f)| **f).map(|(r, _)| r.clone()).collect();
-    let stored = match data {
+    let mut stored: std::vec::IntoIter<Result<inbound::InboundId, InboundError>> = match data {
         Data::Message(raw) if !to_store.is_empty() => {
-            let app2 = Arc::clone(app);
-            let from = env.from.clone().flatten();
-            blocking(move || {
-                let refs: Vec<&Resolved> = to_store.iter().collect();
-                inbound::store(&app2, from.as_deref(), &refs, &raw)
+            let n = to_store.len();
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let job = accept::Job {
+                envelope_from: env.from.clone().flatten(),
+                recipients: to_store,
+                raw,
+                done: Box::new(move |out| {
+                    let _ = tx.send(out);
+                }),
+            };
+            acceptor.submit(env.receiving.take(), job);
+            // The store thread answers every job it takes; a closed channel is a store failure.
+            rx.await.unwrap_or_else(|_| {
+                tracing::error!("LMTP: the store thread ended without an answer");
+                vec![Err(InboundError::Store(courrier_core::storage::StoreError::Busy)); n]
             })
-            .await
-            .map(|ids| ids.len())
         }
-        _ => Ok(0),
-    };
+        _ => Vec::new(),
+    }
+    .into_iter();
+    drop(env.receiving.take());
+    let mut any = false;
     let mut out = String::new();
     for (r, fits) in env.recipients.iter().zip(&fits) {
         let line = if !fits {
             format!("552 5.3.4 <{}> the list takes messages up to {} KiB", r.address, r.list.policies.max_message_kb)
         } else {
-            match &stored {
-                Ok(_) => format!("250 2.0.0 <{}> Ok, stored", r.address),
-                Err(e) => refusal(&r.address, e),
+            match stored.next() {
+                Some(Ok(_)) => {
+                    any = true;
+                    format!("250 2.0.0 <{}> Ok, stored", r.address)
+                }
+                Some(Err(e)) => {
+                    if matches!(e, InboundError::UnknownAddress(_) | InboundError::TooLarge { .. }) {
+                        // What this connection remembered of the address is stale.
+                        resolved.remove(&r.address.to_ascii_lowercase());
+                    }
+                    refusal(&r.address, &e)
+                }
+                None => refusal(&r.address, &InboundError::Store(courrier_core::storage::StoreError::Busy)),
             }
         };
         out.push_str(&line);
@@ -400,10 +483,10 @@ async fn deliver<W: AsyncWrite + Unpin>(
     }
     w.write_all(out.as_bytes()).await?;
     w.flush().await?;
-    if matches!(stored, Ok(n) if n > 0) {
+    if any {
         app.mail_in.wakeup.ring();
     }
-    Ok(())
+    Ok(any)
 }
 
 /// The one mapping of core's refusals to LMTP replies.

@@ -663,3 +663,128 @@ fn a_post_relayed_by_a_real_postfix_over_lmtp_reaches_the_members() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// Runs one statement on the server's database with the `sqlite3` shell (another process, as an
+/// operator's hand edit would be).
+fn sqlite3(app: &TestApp, sql: &str) {
+    let out = std::process::Command::new("sqlite3")
+        .arg("-cmd")
+        .arg(".timeout 10000")
+        .arg(app.dir.path().join("courrier.db"))
+        .arg(sql)
+        .output()
+        .expect("sqlite3 (scripts/setup-system --test)");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn an_lmtp_connection_answers_rcpt_from_memory_and_its_store_sees_the_list_renamed_or_its_limit_lowered() {
+    let sink = SmtpSink::start();
+    let (app, key) = setup(&sink, &[]);
+    patch_list(&app, &key, json!({ "posting_policy": "open" }));
+    let mut c = Lmtp::connect(app.lmtp.unwrap());
+    assert!(c.post("ann@example.net", &message("ann@example.net", "m1@x", "One", "")).starts_with("250"));
+    // The list is renamed behind the server's back after this connection looked it up.
+    sqlite3(&app, "UPDATE lists SET name = 'renamed' WHERE name = 'news'");
+    let (rcpt, after) =
+        c.send("ann@example.net", &["news@example.org"], &message("ann@example.net", "m2@x", "Two", ""));
+    assert!(rcpt[0].starts_with("250"), "the RCPT is answered from what the connection remembered: {rcpt:?}");
+    assert!(after[0].starts_with("550 5.1.1 <news@example.org>"), "the store finds no list by that name: {after:?}");
+    // And the connection forgets it: the next RCPT looks again.
+    let (rcpt, after) =
+        c.send("ann@example.net", &["news@example.org"], &message("ann@example.net", "m3@x", "Three", ""));
+    assert!(rcpt[0].starts_with("550 5.1.1") && after.is_empty(), "{rcpt:?}");
+    assert!(c.cmd("RSET").starts_with("250"));
+    sqlite3(&app, "UPDATE lists SET name = 'news' WHERE name = 'renamed'");
+    assert!(c.post("ann@example.net", &message("ann@example.net", "m4@x", "Four", "")).starts_with("250"));
+    // Its size limit lowered through the API after the RCPT was remembered: the store refuses.
+    patch_list(&app, &key, json!({ "max_message_kb": 1 }));
+    let big = message("ann@example.net", "m5@x", "Big", &format!("X-Pad: {}\r\n", "p".repeat(2000)));
+    let (rcpt, after) = c.send("ann@example.net", &["news@example.org"], &big);
+    assert!(rcpt[0].starts_with("250"), "{rcpt:?}");
+    assert!(after[0].starts_with("552 5.3.4 <news@example.org>"), "{after:?}");
+    // Raised again: a declared SIZE the remembered limit refuses is looked up afresh, not refused.
+    patch_list(&app, &key, json!({ "max_message_kb": 1024 }));
+    assert!(c.cmd("MAIL FROM:<ann@example.net> SIZE=5000").starts_with("250"));
+    assert!(c.cmd("RCPT TO:<news@example.org>").starts_with("250"));
+    assert!(c.cmd("RSET").starts_with("250"));
+    // Two messages stored (the first and the fourth); the others were refused, none half-stored.
+    assert_eq!(outcome(&app.core, 1), "posted");
+    assert_eq!(outcome(&app.core, 2), "posted");
+    let third = in_read(&*app.core.mailing.store, |tx| tx.inbound_by_id(InboundId::from_stored(3))).unwrap();
+    assert!(third.is_none(), "nothing else stored");
+}
+
+#[test]
+fn four_lmtp_sessions_posting_at_once_each_hear_250_for_every_message_and_each_is_posted() {
+    let sink = SmtpSink::start();
+    let (app, key) = setup(&sink, &[]);
+    patch_list(&app, &key, json!({ "posting_policy": "open" }));
+    let addr = app.lmtp.unwrap();
+    let sessions: Vec<_> = (0..4)
+        .map(|s| {
+            std::thread::spawn(move || {
+                let mut c = Lmtp::connect(addr);
+                (0..10)
+                    .map(|i| c.post("ann@example.net", &message("ann@example.net", &format!("s{s}-{i}@x"), "Busy", "")))
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    for s in sessions {
+        let replies = s.join().unwrap();
+        assert!(replies.iter().all(|r| r.starts_with("250 2.0.0 <news@example.org>")), "{replies:?}");
+    }
+    for id in 1..=40 {
+        assert_eq!(outcome(&app.core, id), "posted", "message {id}");
+    }
+    let extra = in_read(&*app.core.mailing.store, |tx| tx.inbound_by_id(InboundId::from_stored(41))).unwrap();
+    assert!(extra.is_none(), "40 messages, each stored once");
+}
+
+/// The nice values of this process's threads named `name` (as the kernel keeps it: its first 15
+/// bytes), once there are `n` of them (polled: the server's threads start beside the test).
+fn threads_niceness(name: &str, n: usize) -> Vec<i64> {
+    let name = &name[..name.len().min(15)];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut found = Vec::new();
+        for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+            let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+            if comm.trim_end() == name {
+                let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+                // After the name in parentheses: state is field 3, nice field 19.
+                let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+                found.push(rest.split_whitespace().nth(16).and_then(|n| n.parse().ok()).expect("nice in stat"));
+            }
+        }
+        if found.len() >= n {
+            return found;
+        }
+        assert!(Instant::now() < deadline, "{} threads named {name}, not {n}", found.len());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn processing_and_delivery_threads_run_below_the_lmtp_sessions_priority() {
+    let sink = SmtpSink::start();
+    let (app, _key) = setup(&sink, &[]);
+    let mut c = Lmtp::connect(app.lmtp.unwrap());
+    assert!(c.cmd("NOOP").starts_with("250"));
+    let base = threads_niceness("courrier-accept", 1)[0];
+    let want = (base + 10).min(19);
+    // Two delivery threads (the default) and the one processing mail in.
+    for (name, n) in [("courrier-delivery-", 2), ("courrier-inbound", 1)] {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let got = threads_niceness(name, n);
+            if got.iter().all(|nice| *nice == want) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{name}: nice {got:?}, not {want}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    drop(app);
+}

@@ -79,7 +79,7 @@ impl Resolved {
 
 /// Why a message was not taken for a recipient. The frontend maps each to its reply (LMTP: 550
 /// 5.1.1, 552 5.3.4, 451 4.3.0).
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum InboundError {
     #[error("{0} names no list here")]
     UnknownAddress(String),
@@ -424,7 +424,7 @@ impl Wakeup {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::kernel::Timestamp;
 
@@ -451,7 +451,7 @@ mod tests {
 
     /// A real SQLite store and a list `news@example.org` (posting policy `members`) with one
     /// active member `m@example.net`.
-    fn world() -> (Service, tempfile::TempDir) {
+    pub(crate) fn world() -> (Service, tempfile::TempDir) {
         use crate::access::users::{self, NewUser};
         use crate::kernel::{Clock, EmailAddress};
         use crate::mailing::members::{self, AddMember};

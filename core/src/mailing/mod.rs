@@ -5,6 +5,7 @@
 //! list it touches (404 out of reach, 403 without the permission, both audited) and commits its
 //! change with its audit entry and its lifecycle event in one transaction.
 
+pub mod accept;
 pub mod accounts;
 pub mod bounces;
 pub mod compose;

@@ -1,0 +1,392 @@
+//! Accepting mail: the durable stores of the messages a receiving frontend (LMTP) takes, grouped
+//! into shared commits by one store thread per frontend.
+//!
+//! A sender that waits for its 250 can only be answered once its message is committed with
+//! `synchronous=FULL`, so N sessions put at most N messages in one fsync. To get there:
+//!
+//! - every store is a [`Job`] handed to the [`Acceptor`]'s one thread (no hop through a blocking
+//!   pool, no hand-over of the write lane between the sessions' threads); the thread stores every
+//!   job it finds queued in one write transaction, each job in its own nested unit (a job that
+//!   fails takes back only its own rows), and answers each job after the one `COMMIT`;
+//! - a commit delay, like PostgreSQL's `commit_delay`/`commit_siblings`: while other sessions are
+//!   in the middle of a message ([`Acceptor::receiving`]: from their `MAIL` to the end of their
+//!   data), or were just answered and not back yet (a sender with more to send starts its next
+//!   message at once: without them, 4 sessions settle into commits of 2, half answered while the
+//!   other half is stored), the thread waits for their jobs, at most [`COMMIT_DELAY`], so that
+//!   their stores join the same commit instead of each paying its own. With nobody else receiving
+//!   it commits at once.
+//! - the recipients' lists are looked up again inside the store's transaction (one indexed read
+//!   each, on pages the writer has cached): a frontend may answer `RCPT` from what it looked up
+//!   earlier in the connection ([`Resolved`] kept per connection), and a list deleted or renamed
+//!   since is found here ([`InboundError::UnknownAddress`] for that recipient), its size limit as
+//!   it is now ([`InboundError::TooLarge`]).
+
+use super::Service;
+use super::inbound::{InboundError, InboundId, Resolved, parse_recipient};
+use super::ports::NewInbound;
+use crate::storage::{StoreError, in_nested, in_write};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+/// The longest a store waits for the stores of sessions still receiving their message. A
+/// message of 10 KiB arrives over a local connection in well under this; a slower sender only
+/// costs the others this much once per commit.
+pub const COMMIT_DELAY: Duration = Duration::from_millis(1);
+/// Jobs stored in one transaction at most.
+const MAX_JOBS: usize = 64;
+
+/// Each recipient's outcome, in the job's order: the stored message's id, or why not.
+pub type Stored = Vec<Result<InboundId, InboundError>>;
+type Done = Box<dyn FnOnce(Stored) + Send>;
+
+/// One message to store for its recipients; `done` is called once with the outcome, after the
+/// commit (or its failure).
+pub struct Job {
+    pub envelope_from: Option<String>,
+    pub recipients: Vec<Resolved>,
+    pub raw: Vec<u8>,
+    pub done: Done,
+}
+
+struct State {
+    queue: Vec<Job>,
+    /// Sessions between their `MAIL` and the end of their data (their job not queued yet).
+    receiving: usize,
+    /// Sessions of the last batch answered, not back with another message yet, and when they were
+    /// answered: expected for at most the commit delay after that.
+    returning: usize,
+    answered_at: Instant,
+    stop: bool,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    bell: Condvar,
+    delay: Duration,
+    /// Transactions run and jobs stored by them (for tests).
+    commits: std::sync::atomic::AtomicU64,
+    jobs: std::sync::atomic::AtomicU64,
+}
+
+fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
+    // Plain assignments under the lock: a panic leaves it consistent.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The store thread of one frontend and its queue. Dropping it stops the thread once the jobs
+/// already queued are stored.
+pub struct Acceptor {
+    shared: Arc<Shared>,
+}
+
+impl Acceptor {
+    /// Starts the store thread; `delay` is the commit delay ([`COMMIT_DELAY`]).
+    pub fn start(app: Arc<Service>, delay: Duration) -> std::io::Result<Self> {
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                queue: Vec::new(),
+                receiving: 0,
+                returning: 0,
+                answered_at: Instant::now(),
+                stop: false,
+            }),
+            bell: Condvar::new(),
+            delay,
+            commits: std::sync::atomic::AtomicU64::new(0),
+            jobs: std::sync::atomic::AtomicU64::new(0),
+        });
+        let thread_shared = Arc::clone(&shared);
+        std::thread::Builder::new().name("courrier-accept".into()).spawn(move || run(&app, &thread_shared))?;
+        Ok(Self { shared })
+    }
+
+    /// Marks a session as receiving a message until the guard is dropped or handed to
+    /// [`Self::submit`]; `returning`: its previous message was the last one stored on this
+    /// connection (it is back).
+    pub fn receiving(&self, returning: bool) -> Receiving {
+        let mut st = lock(&self.shared.state);
+        st.receiving += 1;
+        if returning {
+            st.returning = st.returning.saturating_sub(1);
+        }
+        drop(st);
+        Receiving { shared: Some(Arc::clone(&self.shared)) }
+    }
+
+    /// Queues a job; its session's [`Receiving`] guard (if any) ends with it, in the same step,
+    /// so the store thread never sees the session neither receiving nor queued.
+    pub fn submit(&self, receiving: Option<Receiving>, job: Job) {
+        let mut st = lock(&self.shared.state);
+        if st.stop {
+            drop(st);
+            let n = job.recipients.len();
+            (job.done)(vec![Err(InboundError::Store(StoreError::Busy)); n]);
+            return;
+        }
+        st.queue.push(job);
+        if let Some(mut r) = receiving
+            && r.shared.take().is_some()
+        {
+            st.receiving -= 1;
+        }
+        drop(st);
+        self.shared.bell.notify_all();
+    }
+
+    /// Transactions run and jobs they stored so far.
+    pub fn commits(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (self.shared.commits.load(Relaxed), self.shared.jobs.load(Relaxed))
+    }
+}
+
+impl Drop for Acceptor {
+    fn drop(&mut self) {
+        lock(&self.shared.state).stop = true;
+        self.shared.bell.notify_all();
+    }
+}
+
+/// A session receiving a message (see [`Acceptor::receiving`]).
+pub struct Receiving {
+    shared: Option<Arc<Shared>>,
+}
+
+impl Drop for Receiving {
+    fn drop(&mut self) {
+        if let Some(shared) = self.shared.take() {
+            let mut st = lock(&shared.state);
+            st.receiving = st.receiving.saturating_sub(1);
+            drop(st);
+            shared.bell.notify_all();
+        }
+    }
+}
+
+fn run(app: &Service, shared: &Shared) {
+    loop {
+        let jobs = {
+            let mut st = lock(&shared.state);
+            while st.queue.is_empty() && !st.stop {
+                st = shared.bell.wait(st).unwrap_or_else(PoisonError::into_inner);
+            }
+            if st.queue.is_empty() {
+                return;
+            }
+            // The commit delay: wait for the sessions still receiving or on their way back, bounded.
+            let deadline = Instant::now() + shared.delay;
+            while (st.receiving > 0 || (st.returning > 0 && st.answered_at.elapsed() < shared.delay))
+                && st.queue.len() < MAX_JOBS
+                && !st.stop
+            {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                st = shared.bell.wait_timeout(st, left).unwrap_or_else(PoisonError::into_inner).0;
+            }
+            let n = st.queue.len().min(MAX_JOBS);
+            st.queue.drain(..n).collect::<Vec<_>>()
+        };
+        let outcomes = store_jobs(app, &jobs);
+        {
+            use std::sync::atomic::Ordering::Relaxed;
+            shared.commits.fetch_add(1, Relaxed);
+            shared.jobs.fetch_add(jobs.len() as u64, Relaxed);
+            let mut st = lock(&shared.state);
+            st.returning = jobs.len();
+            st.answered_at = Instant::now();
+        }
+        for (job, outcome) in jobs.into_iter().zip(outcomes) {
+            (job.done)(outcome);
+        }
+    }
+}
+
+/// Stores the jobs in one transaction, each in its own nested unit; each job's outcome.
+fn store_jobs(app: &Service, jobs: &[Job]) -> Vec<Stored> {
+    let now = app.clock.now();
+    let stored = in_write(&*app.store, |tx| {
+        Ok::<_, StoreError>(
+            jobs.iter()
+                .map(|job| in_nested(tx, |tx| store_one(tx, job, now)))
+                .collect::<Vec<Result<Stored, StoreError>>>(),
+        )
+    });
+    let all_failed = |job: &Job, e: &StoreError| vec![Err(InboundError::Store(e.clone())); job.recipients.len()];
+    match stored {
+        Ok(outcomes) => {
+            outcomes.into_iter().zip(jobs).map(|(o, job)| o.unwrap_or_else(|e| all_failed(job, &e))).collect()
+        }
+        Err(e) => jobs.iter().map(|job| all_failed(job, &e)).collect(),
+    }
+}
+
+/// One job's rows: for each recipient whose list is still there under the same name, and whose
+/// size limit the message fits, one stored message.
+fn store_one(tx: &mut dyn super::ports::Tx, job: &Job, now: crate::kernel::Timestamp) -> Result<Stored, StoreError> {
+    let mut out = Vec::with_capacity(job.recipients.len());
+    for r in &job.recipients {
+        let unknown = || InboundError::UnknownAddress(r.address.chars().take(256).collect());
+        let Some(parsed) = parse_recipient(&r.address) else {
+            out.push(Err(unknown()));
+            continue;
+        };
+        let list = match tx.list_by_name(&parsed.domain, &parsed.list)? {
+            Some(list) if list.id == r.list.id => list,
+            _ => {
+                out.push(Err(unknown()));
+                continue;
+            }
+        };
+        if job.raw.len() > list.policies.max_message_kb as usize * 1024 {
+            out.push(Err(InboundError::TooLarge { limit_kb: list.policies.max_message_kb }));
+            continue;
+        }
+        let id = tx.insert_inbound(
+            &NewInbound {
+                list_id: list.id,
+                role: &r.role,
+                recipient: &r.address,
+                envelope_from: job.envelope_from.as_deref(),
+                raw: &job.raw,
+            },
+            now,
+        )?;
+        out.push(Ok(id));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::access::Principal;
+    use crate::access::principal::RequestCtx;
+    use crate::kernel::{DomainName, ListName};
+    use crate::mailing::inbound::resolve;
+    use crate::mailing::inbound::tests::world;
+    use crate::mailing::model::{ListId, MailingList};
+    use crate::storage::in_read;
+    use std::sync::mpsc;
+
+    /// A job for `to`, its outcome sent to `out`.
+    fn job(to: &Resolved, raw: Vec<u8>, out: &mpsc::Sender<Stored>) -> Job {
+        let out = out.clone();
+        Job {
+            envelope_from: Some("m@example.net".into()),
+            recipients: vec![to.clone()],
+            raw,
+            done: Box::new(move |stored| out.send(stored).unwrap()),
+        }
+    }
+
+    /// The wait for an answer: a bound against a hang, not a measurement.
+    const ANSWER: Duration = Duration::from_secs(60);
+
+    #[test]
+    fn stores_of_sessions_receiving_together_share_one_commit_and_each_is_answered() {
+        let (app, _dir) = world();
+        let app = Arc::new(app);
+        let to = resolve(&app, "news@example.org").unwrap();
+        // A delay far longer than the test: the batch closes because nobody is receiving any more.
+        let acceptor = Acceptor::start(Arc::clone(&app), Duration::from_secs(600)).unwrap();
+        let sessions: Vec<Receiving> = (0..3).map(|_| acceptor.receiving(false)).collect();
+        let (tx, rx) = mpsc::channel();
+        for (i, receiving) in sessions.into_iter().enumerate() {
+            acceptor.submit(Some(receiving), job(&to, format!("Subject: {i}\r\n\r\nx\r\n").into_bytes(), &tx));
+        }
+        let answers: Vec<Stored> = (0..3).map(|_| rx.recv_timeout(ANSWER).unwrap()).collect();
+        let mut ids: Vec<i64> = answers.iter().map(|a| a[0].as_ref().unwrap().get()).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), 3, "three messages stored: {answers:?}");
+        assert_eq!(acceptor.commits(), (1, 3), "in one transaction");
+        for id in ids {
+            let m = in_read(&*app.store, |tx| tx.inbound_by_id(InboundId::from_stored(id))).unwrap();
+            assert!(m.is_some_and(|m| m.recipient == "news@example.org"));
+        }
+    }
+
+    #[test]
+    fn a_store_waits_for_the_sessions_just_answered_to_come_back_with_their_next_message() {
+        let (app, _dir) = world();
+        let app = Arc::new(app);
+        let to = resolve(&app, "news@example.org").unwrap();
+        let acceptor = Acceptor::start(Arc::clone(&app), Duration::from_secs(600)).unwrap();
+        let (tx, rx) = mpsc::channel();
+        // Sessions A and B share a first commit.
+        let (a, b) = (acceptor.receiving(false), acceptor.receiving(false));
+        acceptor.submit(Some(a), job(&to, b"Subject: a1\r\n\r\nx\r\n".to_vec(), &tx));
+        acceptor.submit(Some(b), job(&to, b"Subject: b1\r\n\r\nx\r\n".to_vec(), &tx));
+        for _ in 0..2 {
+            assert!(rx.recv_timeout(ANSWER).unwrap()[0].is_ok());
+        }
+        assert_eq!(acceptor.commits(), (1, 2));
+        // C's message arrives while A and B, just answered, have not started their next ones:
+        // it waits for them rather than commit alone.
+        acceptor.submit(None, job(&to, b"Subject: c1\r\n\r\nx\r\n".to_vec(), &tx));
+        let a = acceptor.receiving(true);
+        acceptor.submit(Some(a), job(&to, b"Subject: a2\r\n\r\nx\r\n".to_vec(), &tx));
+        let b = acceptor.receiving(true);
+        acceptor.submit(Some(b), job(&to, b"Subject: b2\r\n\r\nx\r\n".to_vec(), &tx));
+        for _ in 0..3 {
+            assert!(rx.recv_timeout(ANSWER).unwrap()[0].is_ok());
+        }
+        assert_eq!(acceptor.commits(), (2, 5), "C, A and B in one commit");
+    }
+
+    #[test]
+    fn a_store_waits_for_a_silent_sibling_only_until_the_commit_delay_and_then_answers() {
+        let (app, _dir) = world();
+        let app = Arc::new(app);
+        let to = resolve(&app, "news@example.org").unwrap();
+        let acceptor = Acceptor::start(Arc::clone(&app), Duration::from_millis(20)).unwrap();
+        // Another session is in the middle of a message and never finishes it.
+        let silent = acceptor.receiving(false);
+        let (tx, rx) = mpsc::channel();
+        acceptor.submit(None, job(&to, b"Subject: alone\r\n\r\nx\r\n".to_vec(), &tx));
+        let answer = rx.recv_timeout(ANSWER).expect("answered although the sibling never sent its message");
+        assert!(answer[0].is_ok(), "{answer:?}");
+        // A session that gives up (RSET, a closed connection) stops counting; the next store goes on.
+        drop(silent);
+        acceptor.submit(None, job(&to, b"Subject: next\r\n\r\nx\r\n".to_vec(), &tx));
+        assert!(rx.recv_timeout(ANSWER).unwrap()[0].is_ok());
+        assert_eq!(acceptor.commits(), (2, 2));
+    }
+
+    #[test]
+    fn a_list_gone_renamed_or_with_its_limit_lowered_since_its_rcpt_is_refused_at_the_store() {
+        let (app, _dir) = world();
+        let app = Arc::new(app);
+        let to = resolve(&app, "news@example.org").unwrap();
+        let acceptor = Acceptor::start(Arc::clone(&app), Duration::ZERO).unwrap();
+        let (tx, rx) = mpsc::channel();
+        let big = format!("Subject: big\r\n\r\n{}\r\n", "x".repeat(2048)).into_bytes();
+        // The name now belongs to another list (renamed, and another made under the old name).
+        let other = Resolved {
+            list: MailingList { id: ListId::from_stored(to.list.id.get() + 100), ..to.list.clone() },
+            ..to.clone()
+        };
+        // An address whose list is gone.
+        let gone = Resolved { address: "gone@example.org".into(), ..to.clone() };
+        let mut two = job(&to, big.clone(), &tx);
+        two.recipients = vec![other, gone, to.clone()];
+        acceptor.submit(None, two);
+        let answer = rx.recv_timeout(ANSWER).unwrap();
+        assert!(matches!(answer[0], Err(InboundError::UnknownAddress(_))), "{answer:?}");
+        assert!(matches!(answer[1], Err(InboundError::UnknownAddress(_))), "{answer:?}");
+        assert!(answer[2].is_ok(), "the list still there takes it: {answer:?}");
+        // The limit lowered to 1 KiB after the RCPT: the store sees the list as it is now.
+        let (d, l) = (DomainName::parse("example.org").unwrap(), ListName::parse("news").unwrap());
+        let patch = crate::mailing::lists::ListPatch { max_message_kb: Some(1), ..Default::default() };
+        crate::mailing::lists::update(&app, &Principal::operator(), &RequestCtx::cli(), &d, &l, patch).unwrap();
+        acceptor.submit(None, job(&to, big, &tx));
+        let answer = rx.recv_timeout(ANSWER).unwrap();
+        assert!(matches!(answer[0], Err(InboundError::TooLarge { limit_kb: 1 })), "{answer:?}");
+        assert!(
+            matches!(in_read(&*app.store, |tx| tx.inbound_waiting(None, 10)).unwrap().as_slice(), [_]),
+            "only the one message stored"
+        );
+    }
+}
