@@ -301,10 +301,16 @@ fn execute(cli: Cli) -> Result<(), CliError> {
     }
 }
 
+/// The PostgreSQL driver's log level, whatever COURRIER_LOG says.
+const QUIET_DRIVER: &str = "tokio_postgres=info";
+
 /// Logs go to stderr: human lines by default, JSON lines with COURRIER_LOG_FORMAT=json.
 fn init_logging(config: &Config) {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_new(&config.log_filter).unwrap_or_else(|_| EnvFilter::new("info"));
+    // The PostgreSQL driver logs every statement with its parameters at debug: password hashes,
+    // token digests and sealed secrets would reach the log. Never below info, whatever the filter.
+    let filter = filter.add_directive(QUIET_DRIVER.parse().expect("a valid directive"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
     let _ = if config.log_json { builder.json().try_init() } else { builder.try_init() };

@@ -14,7 +14,8 @@ fn version_json_is_the_contracts_version_object() {
     assert!(v["go_version"].as_str().unwrap().starts_with("rustc "), "{v}");
     assert_eq!(v["go_version"], v["rust_version"]);
     assert!(v["platform"].as_str().unwrap().contains('/'));
-    assert!(v["backend"].as_str().unwrap().starts_with("sqlite 3."), "{v}");
+    let backend = if courrier_tests::harness::on_postgres() { "postgresql " } else { "sqlite 3." };
+    assert!(v["backend"].as_str().unwrap().starts_with(backend), "{v}");
     assert!(v["commit_at"].as_str().unwrap().starts_with("20"), "{v}");
 }
 
@@ -47,7 +48,8 @@ fn version_text_is_for_people() {
     let (status, stdout, _) = run_cli(&["version"], &[]);
     assert!(status.success());
     assert!(stdout.starts_with("courrier "), "{stdout}");
-    assert!(stdout.contains("backend  sqlite"), "{stdout}");
+    let backend = if courrier_tests::harness::on_postgres() { "backend  postgresql" } else { "backend  sqlite" };
+    assert!(stdout.contains(backend), "{stdout}");
 }
 
 #[test]
@@ -89,6 +91,9 @@ fn an_unusable_data_dir_is_unavailable_exit_69() {
 
 #[test]
 fn a_database_that_is_not_one_is_unavailable_exit_69() {
+    if courrier_tests::harness::skip_on_postgres("writes garbage into the SQLite file") {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("courrier.db"), vec![b'x'; 4096]).unwrap();
     let (status, _, stderr) =

@@ -146,7 +146,9 @@ impl TestApp {
     /// With extra settings, e.g. `("COURRIER_SMTP_URL", &sink.url())`.
     pub fn spawn_with(vars: &[(&str, &str)]) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let database = database_env(dir.path());
+        // A test that names its own database (tests/src/postgres.rs) sets every setting it needs.
+        let database =
+            if vars.iter().any(|(k, _)| *k == "COURRIER_DATABASE_URL") { Vec::new() } else { database_env(dir.path()) };
         let env = |k: &str| match k {
             "COURRIER_LISTEN" => Some("127.0.0.1:0".to_owned()),
             "COURRIER_LMTP_LISTEN" if !vars.iter().any(|(name, _)| *name == k) => Some("127.0.0.1:0".to_owned()),
@@ -212,7 +214,36 @@ pub fn database_env(dir: &Path) -> Vec<(&'static str, String)> {
             url
         }
     };
-    vec![("COURRIER_DATABASE_URL", url), ("COURRIER_MASTER_KEY", TEST_MASTER_KEY.to_owned())]
+    // Documents in the data directory, as on SQLite: the suite's OCR tests count and name their
+    // files. Their bytes in the database (the default on PostgreSQL) have tests of their own
+    // (tests/src/postgres.rs and the adapter's).
+    let documents = dir.join("documents").display().to_string();
+    vec![
+        ("COURRIER_DATABASE_URL", url),
+        ("COURRIER_MASTER_KEY", TEST_MASTER_KEY.to_owned()),
+        ("COURRIER_DOCUMENTS_DIR", documents),
+    ]
+}
+
+/// True, with a note on stderr, when the suite runs on PostgreSQL: for the few tests of what only
+/// an SQLite installation has (its database file, its WAL, its locks).
+pub fn skip_on_postgres(why: &str) -> bool {
+    let skip = on_postgres();
+    if skip {
+        eprintln!("not run on PostgreSQL: {why}");
+    }
+    skip
+}
+
+/// The mailing store of the installation whose data directory is `dir` (its SQLite file, or the
+/// PostgreSQL database the suite gave it), for tests that read what a stopped server left.
+pub fn open_mailing_store(dir: &Path) -> std::sync::Arc<courrier_core::mailing::ports::Store> {
+    match std::fs::read_to_string(dir.join(".test-database-url")) {
+        Ok(url) => std::sync::Arc::new(courrier_core::adapters::PostgresStore::open(url.trim(), 0).unwrap()),
+        Err(_) => std::sync::Arc::new(
+            courrier_core::adapters::sqlite::SqliteStore::open(&dir.join("courrier.db"), 0).unwrap(),
+        ),
+    }
 }
 
 /// The `courrier` binary of this checkout, built once per test process (a no-op when fresh), so
@@ -266,7 +297,13 @@ pub fn run_cli_with_stdin(args: &[&str], env: &[(&str, &str)], stdin: Option<&st
     };
     cmd.args(args).env_remove("COURRIER_DATA_DIR").env("COURRIER_LOG", "warn");
     // A test that names its own database (or none) wins over the suite's.
-    if !env.iter().any(|(k, _)| *k == "COURRIER_DATABASE_URL") && data_dir.is_dir() {
+    let own_database = env.iter().any(|(k, _)| *k == "COURRIER_DATABASE_URL");
+    if on_postgres() && !own_database && !args.contains(&"version") {
+        // The database is recorded in the data directory, which the command would create anyway
+        // (`version` opens no installation and must leave no directory behind).
+        let _ = std::fs::create_dir_all(&data_dir);
+    }
+    if !own_database && data_dir.is_dir() {
         for (k, v) in database_env(&data_dir) {
             cmd.env(k, v);
         }

@@ -102,6 +102,7 @@ fn worker(dir: &Path, smtp: &str) -> Worker {
         .arg(dir)
         .arg("worker")
         .envs(ENV)
+        .envs(courrier_tests::harness::database_env(dir))
         .env("COURRIER_SMTP_URL", smtp)
         .env_remove("COURRIER_DATA_DIR")
         .stdin(Stdio::null())

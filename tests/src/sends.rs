@@ -411,9 +411,7 @@ fn a_server_killed_mid_delivery_loses_no_copy_and_completes_the_send_once() {
     println!("{before} delivered before the kill, {delivered} in all for {MEMBERS} members");
     // Exactly one send.completed in the outbox, read from the database the two servers shared.
     let dir = app.crash();
-    let store: std::sync::Arc<courrier_core::mailing::ports::Store> = std::sync::Arc::new(
-        courrier_core::adapters::sqlite::SqliteStore::open(&dir.path().join("courrier.db"), 0).unwrap(),
-    );
+    let store = courrier_tests::harness::open_mailing_store(dir.path());
     let mut completed = 0;
     let mut after = None;
     loop {
