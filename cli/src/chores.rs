@@ -2,7 +2,7 @@
 //! digests, the Idempotency-Key purge, held-post expiry, bounce-score decay and OCR retention. Each
 //! runs under its job lock (`courrier_core::storage::jobs`): whichever processes share the
 //! installation, one runs it, the others skip it and take it over once that one stops or dies.
-//! Mailbox polling is the fifth job: the ingest supervisor holds it (`workers.rs`).
+//! Mailbox polling is the sixth job: the ingest supervisor holds it (`workers.rs`).
 //!
 //! This module only wires: the rules are core's, the lock rule is `JobSlot`'s.
 

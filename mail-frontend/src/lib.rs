@@ -17,9 +17,8 @@
 //! slow or silent client holds only its own connection.
 
 use courrier_core::mailing::Service;
-use courrier_core::mailing::accept::{self, Acceptor, Receiving};
+use courrier_core::mailing::accept::{self, Acceptor, Receiving, RecipientMemory};
 use courrier_core::mailing::inbound::{self, InboundError, Resolved};
-use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -202,8 +201,7 @@ async fn session(
     let mut env = Envelope::default();
     // Whether this connection's last message was stored and it has not started another since.
     let mut answered = false;
-    // The addresses this connection's RCPTs resolved, by lowercased address, and when.
-    let mut resolved: HashMap<String, (Resolved, std::time::Instant)> = HashMap::new();
+    let mut resolved = RecipientMemory::new(limits.resolved_per_connection, limits.resolved_for);
     let mut line = Vec::with_capacity(256);
     loop {
         line.clear();
@@ -280,29 +278,12 @@ async fn session(
                     reply(&mut write, "452 4.5.3 too many recipients").await?;
                     continue;
                 }
-                let key = addr.to_ascii_lowercase();
-                // A remembered list that would refuse the declared size is looked up again: its
-                // limit may have been raised since.
-                let remembered = resolved.get(&key).filter(|(r, at)| {
-                    at.elapsed() < limits.resolved_for
-                        && env.declared_size.is_none_or(|s| inbound::check_size(r, s).is_ok())
-                });
-                let found = match remembered {
-                    Some((r, _)) => Ok(Resolved { address: addr.to_owned(), ..r.clone() }),
+                let found = match resolved.recall(addr, env.declared_size) {
+                    Some(r) => Ok(r),
                     None => {
                         let (app2, address) = (Arc::clone(app), addr.to_owned());
                         let found = blocking(move || inbound::resolve(&app2, &address)).await;
-                        match &found {
-                            Ok(r) => {
-                                if resolved.len() >= limits.resolved_per_connection {
-                                    resolved.clear();
-                                }
-                                resolved.insert(key, (r.clone(), std::time::Instant::now()));
-                            }
-                            Err(_) => {
-                                resolved.remove(&key);
-                            }
-                        }
+                        resolved.learn(addr, &found);
                         found
                     }
                 };
@@ -423,7 +404,7 @@ async fn deliver<W: AsyncWrite + Unpin>(
     w: &mut W,
     app: &Arc<Service>,
     acceptor: &Acceptor,
-    resolved: &mut HashMap<String, (Resolved, std::time::Instant)>,
+    resolved: &mut RecipientMemory,
     mut env: Envelope,
     data: Data,
 ) -> std::io::Result<bool> {
@@ -469,11 +450,9 @@ async fn deliver<W: AsyncWrite + Unpin>(
                     format!("250 2.0.0 <{}> Ok, stored", r.address)
                 }
                 Some(Err(e)) => {
-                    if matches!(e, InboundError::UnknownAddress(_) | InboundError::TooLarge { .. }) {
-                        // What this connection remembered of the address is stale.
-                        resolved.remove(&r.address.to_ascii_lowercase());
-                    }
-                    refusal(&r.address, &e)
+                    let refused = refusal(&r.address, &e);
+                    resolved.stored(&r.address, &Err(e));
+                    refused
                 }
                 None => refusal(&r.address, &InboundError::Store(courrier_core::storage::StoreError::Busy)),
             }

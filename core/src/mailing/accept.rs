@@ -25,6 +25,7 @@ use super::Service;
 use super::inbound::{InboundError, InboundId, Resolved, parse_recipient};
 use super::ports::NewInbound;
 use crate::storage::{StoreError, in_nested, in_write};
+use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -34,6 +35,55 @@ use std::time::{Duration, Instant};
 pub const COMMIT_DELAY: Duration = Duration::from_millis(1);
 /// Jobs stored in one transaction at most.
 const MAX_JOBS: usize = 64;
+
+/// What one receiving connection remembers of the recipients it resolved, so that a repeated
+/// `RCPT` needs no read: at most `capacity` addresses (then it forgets them all), each for `ttl`.
+/// Safe because the store looks every list up again; what `ttl` bounds is how long a limit
+/// *raised* meanwhile can still refuse a message whose size was not declared. A remembered list
+/// that would refuse the declared size is not used: its limit may have been raised since.
+#[derive(Debug)]
+pub struct RecipientMemory {
+    known: HashMap<String, (Resolved, Instant)>,
+    capacity: usize,
+    ttl: Duration,
+}
+
+impl RecipientMemory {
+    pub fn new(capacity: usize, ttl: Duration) -> Self {
+        Self { known: HashMap::new(), capacity, ttl }
+    }
+
+    /// What `address` resolved to, when remembered, fresh and not refusing `declared_size`.
+    pub fn recall(&self, address: &str, declared_size: Option<usize>) -> Option<Resolved> {
+        let (r, at) = self.known.get(&address.to_ascii_lowercase())?;
+        let usable = at.elapsed() < self.ttl && declared_size.is_none_or(|s| super::inbound::check_size(r, s).is_ok());
+        usable.then(|| Resolved { address: address.to_owned(), ..r.clone() })
+    }
+
+    /// Learns what resolving `address` found; a refusal forgets it.
+    pub fn learn(&mut self, address: &str, found: &Result<Resolved, InboundError>) {
+        let key = address.to_ascii_lowercase();
+        match found {
+            Ok(r) => {
+                if self.known.len() >= self.capacity {
+                    self.known.clear();
+                }
+                self.known.insert(key, (r.clone(), Instant::now()));
+            }
+            Err(_) => {
+                self.known.remove(&key);
+            }
+        }
+    }
+
+    /// Takes in a store's outcome for `address`: a list gone, renamed or with its limit lowered
+    /// since the `RCPT` makes what was remembered of it stale.
+    pub fn stored(&mut self, address: &str, outcome: &Result<InboundId, InboundError>) {
+        if matches!(outcome, Err(InboundError::UnknownAddress(_) | InboundError::TooLarge { .. })) {
+            self.known.remove(&address.to_ascii_lowercase());
+        }
+    }
+}
 
 /// Each recipient's outcome, in the job's order: the stored message's id, or why not.
 pub type Stored = Vec<Result<InboundId, InboundError>>;
@@ -283,6 +333,30 @@ mod tests {
 
     /// The wait for an answer: a bound against a hang, not a measurement.
     const ANSWER: Duration = Duration::from_secs(60);
+
+    #[test]
+    fn a_connection_recalls_a_fresh_recipient_in_any_case_until_a_refusal_or_a_too_small_limit() {
+        let (app, _dir) = world();
+        let found = resolve(&app, "news@example.org");
+        let limit = found.as_ref().unwrap().list.policies.max_message_kb as usize * 1024;
+        let mut memory = RecipientMemory::new(2, Duration::from_secs(600));
+        assert!(memory.recall("news@example.org", None).is_none(), "nothing learnt yet");
+        memory.learn("news@example.org", &found);
+        let recalled = memory.recall("NEWS@example.org", Some(limit)).expect("remembered, any case");
+        assert_eq!(
+            (recalled.address.as_str(), recalled.list.id),
+            ("NEWS@example.org", found.as_ref().unwrap().list.id)
+        );
+        assert!(memory.recall("news@example.org", Some(limit + 1)).is_none(), "looked up again: raised since?");
+        memory.stored("news@example.org", &Err(InboundError::TooLarge { limit_kb: 1 }));
+        assert!(memory.recall("news@example.org", None).is_none(), "a refusal at the store forgets it");
+        memory.learn("news@example.org", &found);
+        memory.learn("news@example.org", &Err(InboundError::UnknownAddress("news@example.org".into())));
+        assert!(memory.recall("news@example.org", None).is_none(), "a refused lookup forgets it");
+        let mut stale = RecipientMemory::new(2, Duration::ZERO);
+        stale.learn("news@example.org", &found);
+        assert!(stale.recall("news@example.org", None).is_none(), "past its time");
+    }
 
     #[test]
     fn stores_of_sessions_receiving_together_share_one_commit_and_each_is_answered() {
