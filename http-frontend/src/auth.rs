@@ -108,8 +108,9 @@ pub fn authenticate(
     // A key the cache knows is checked here, on the runtime's thread: no store read, only the
     // store's change marker (an in-memory read) and a SHA-256. The deliberate exception to "core
     // runs in the blocking pool": the hop cost several times the check (BENCHMARKS.md).
-    // On a shared database (PostgreSQL) the marker and the quota are read over the network: the
-    // cache is asked in the blocking pool, where the sync driver may block.
+    // On a shared database (PostgreSQL) the marker and the quota are read over the network: there
+    // `principal::authenticate` asks the cache itself, in the blocking pool, where the sync driver
+    // may block.
     let on_thread = principal::checks_cached_keys_in_memory(&app);
     let cached = match &credential {
         Credential::ApiKey(secret) if on_thread => principal::authenticate_cached_key(&app, secret),
@@ -119,18 +120,7 @@ pub fn authenticate(
         match cached {
             Some(result) => result.map_err(ApiError::from),
             None => {
-                run_blocking(move || {
-                    let cached = match &credential {
-                        Credential::ApiKey(secret) if !on_thread => principal::authenticate_cached_key(&app, secret),
-                        _ => None,
-                    };
-                    match cached {
-                        Some(result) => result,
-                        None => principal::authenticate(&app, &credential, mutating),
-                    }
-                    .map_err(ApiError::from)
-                })
-                .await
+                run_blocking(move || principal::authenticate(&app, &credential, mutating).map_err(ApiError::from)).await
             }
         }
     }

@@ -273,6 +273,10 @@ pub fn authenticate(app: &Service, credential: &Credential, mutating: bool) -> R
     match credential {
         Credential::None => Err(refuse("no credential")),
         Credential::ApiKey(secret) => {
+            // A key the cache knows, unchanged since: no store read.
+            if let Some(known) = authenticate_cached_key(app, secret) {
+                return known;
+            }
             let (prefix, _) = parse_key(secret).ok_or_else(|| refuse("malformed API key"))?;
             // Read the marker before the store, so a commit racing this read invalidates the entry.
             let marker = app.store.access_marker().ok();
