@@ -192,6 +192,7 @@ pub fn wire(config: &Config, build: BuildInfo) -> Result<Services, CliError> {
         data_key,
         dkim: Arc::new(courrier_core::adapters::openssl_dkim::OpensslKeyMaker::default()),
         dkim_signing: Arc::new(courrier_core::adapters::mail_auth_dkim::MailAuthDkim),
+        dkim_verifying: Arc::new(courrier_core::adapters::mail_auth_dkim::MailAuthDkim),
         credentials: mailing::credentials::Credentials::new(
             keyring,
             Arc::new(courrier_core::adapters::mail_accounts::RustlsAccounts::new(tls)),

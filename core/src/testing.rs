@@ -94,6 +94,7 @@ where
         data_key: crate::kernel::sealed::DataKey::generate().1,
         dkim: Arc::new(NoDkimKeys),
         dkim_signing: Arc::new(crate::adapters::mail_auth_dkim::MailAuthDkim),
+        dkim_verifying: Arc::new(crate::adapters::mail_auth_dkim::MailAuthDkim),
         credentials: mailing::credentials::Credentials::new(None, Arc::new(mailing::accounts::NoAccounts)),
         mime: Arc::new(crate::adapters::mime::MailParserReader),
         mail_in: Default::default(),

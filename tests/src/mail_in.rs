@@ -427,6 +427,81 @@ fn a_poster_whose_domain_publishes_dmarc_reject_gets_the_list_in_from_and_stays_
     assert_eq!(header(kept, "From"), Some("\"Ann\" <ann@strict.test>"), "{kept}");
 }
 
+/// A 2048-bit key made by openssl for `domain`'s selector `s1`: the PEM file, and the dnsmasq
+/// line publishing its record (split in strings of at most 255 bytes, as TXT records are).
+fn poster_key(dir: &std::path::Path, domain: &str) -> (std::path::PathBuf, String) {
+    let pem = dir.join(format!("{domain}.pem"));
+    let ok = |args: &[&str]| {
+        let out = std::process::Command::new("openssl").args(args).output().unwrap();
+        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        out.stdout
+    };
+    ok(&["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", pem.to_str().unwrap()]);
+    let der = dir.join(format!("{domain}.pub.der"));
+    ok(&["pkey", "-in", pem.to_str().unwrap(), "-pubout", "-outform", "DER", "-out", der.to_str().unwrap()]);
+    let b64 = String::from_utf8(ok(&["base64", "-A", "-in", der.to_str().unwrap()])).unwrap();
+    let record = format!("v=DKIM1; k=rsa; p={}", b64.trim());
+    let strings: Vec<String> = record.as_bytes().chunks(200).map(|c| String::from_utf8(c.to_vec()).unwrap()).collect();
+    (pem, format!("txt-record=s1._domainkey.{domain},{}", strings.join(",")))
+}
+
+/// `message` signed by `domain`'s key with dkimpy, as the poster's mail server signs it.
+fn dkimpy_signed(message: &str, domain: &str, pem: &std::path::Path) -> String {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), message).unwrap();
+    let script = courrier_tests::harness::workspace_root().join("tests/peers/dkim_sign.py");
+    let out = std::process::Command::new(courrier_tests::harness::venv_python("dkim"))
+        .arg(&script)
+        .args([file.path(), std::path::Path::new(domain), std::path::Path::new("s1"), pem])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn a_post_claiming_a_member_at_a_dmarc_reject_domain_is_the_members_only_when_that_domain_signed_it() {
+    let keys = tempfile::tempdir().unwrap();
+    let (pem, published) = poster_key(keys.path(), "strict.test");
+    let dns = courrier_tests::peers::DnsServer::start(&[
+        "txt-record=_dmarc.strict.test,v=DMARC1; p=reject",
+        published.as_str(),
+        "txt-record=_dmarc.relaxed.test,v=DMARC1; p=none",
+    ]);
+    let sink = SmtpSink::start();
+    let addr = dns.addr();
+    let (app, key) = setup(&sink, &[("COURRIER_DNS_SERVER", addr.as_str())]);
+    patch_list(&app, &key, json!({ "posting_policy": "members" }));
+    add(&app, &key, "ann@strict.test");
+    add(&app, &key, "bob@relaxed.test");
+    let mut c = Lmtp::connect(app.lmtp.unwrap());
+    let ann = "Ann <ann@strict.test>";
+    // Anyone can write Ann's address; her domain says only its signed mail is hers.
+    assert!(c.post("ann@strict.test", &message(ann, "v1@x", "Forged", "")).starts_with("250"));
+    assert_eq!(outcome(&app.core, 1), "held", "unsigned, under p=reject: not the member's");
+    let signed = dkimpy_signed(&message(ann, "v2@x", "Signed", ""), "strict.test", &pem);
+    assert!(c.post("ann@strict.test", &signed).starts_with("250"));
+    assert_eq!(outcome(&app.core, 2), "posted", "signed by strict.test: Ann's");
+    let tampered =
+        dkimpy_signed(&message(ann, "v3@x", "Tampered", ""), "strict.test", &pem).replace("Hello all", "Buy now");
+    assert!(c.post("ann@strict.test", &tampered).starts_with("250"));
+    assert_eq!(outcome(&app.core, 3), "held", "a signature that no longer verifies vouches for nothing");
+    assert!(c.post("bob@relaxed.test", &message("Bob <bob@relaxed.test>", "v4@x", "Plain", "")).starts_with("250"));
+    assert_eq!(outcome(&app.core, 4), "posted", "p=none: the From is taken as written, as before");
+    let held = call(&app, "GET", &format!("{NEWS}/moderation/messages"), &[bearer(&key)], None);
+    assert_eq!(held.status, 200, "{}", held.body);
+    let held = held.json()["data"].as_array().unwrap().clone();
+    let subjects: Vec<(&str, &str)> =
+        held.iter().map(|m| (m["subject"].as_str().unwrap(), m["reason"].as_str().unwrap())).collect();
+    assert_eq!(subjects.len(), 2, "{subjects:?}");
+    assert!(
+        subjects.contains(&("Forged", "not_member")) && subjects.contains(&("Tampered", "not_member")),
+        "{subjects:?}"
+    );
+    let copies = sink.wait_for(4, Duration::from_secs(30));
+    assert!(copies.iter().all(|m| header(m, "Subject") != Some("Forged")), "the forgery reached nobody");
+}
+
 fn cli_in(dir: &std::path::Path, args: &[&str]) -> String {
     let (status, out, err) = courrier_tests::harness::run_cli_in(dir, args, &[], None);
     assert!(status.success(), "courrier {args:?}: {out}{err}");

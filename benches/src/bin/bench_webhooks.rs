@@ -165,6 +165,7 @@ fn wire(dir: &Path, https: Arc<RustlsHttps>) -> Result<mailing::Service, String>
         data_key: courrier_core::kernel::sealed::DataKey::generate().1,
         dkim: Arc::new(courrier_core::adapters::openssl_dkim::OpensslKeyMaker::default()),
         dkim_signing: Arc::new(courrier_core::adapters::mail_auth_dkim::MailAuthDkim),
+        dkim_verifying: Arc::new(courrier_core::adapters::mail_auth_dkim::MailAuthDkim),
         credentials: mailing::credentials::Credentials::new(
             None,
             Arc::new(courrier_core::mailing::accounts::NoAccounts),

@@ -2,12 +2,25 @@
 //! `relaxed/relaxed`, the headers `mailing::dkim::SIGNED` lists). The key is parsed and the
 //! signer built once per domain and delivery round; each copy then costs one canonicalisation
 //! and one RSA signature.
+//!
+//! `DkimVerifying` over mail-auth's verifier, for posts coming in. mail-auth looks keys up with
+//! a resolver of its own; here every key is read first through the DNS port and handed to it as
+//! its cache, which answers every name it may ask (a name not read through the port is "not
+//! found"), so the library's resolver is never asked anything and its future never waits.
 
-use crate::mailing::dkim::{CopySigner, DkimError, DkimSigning, SIGNED};
+use crate::kernel::Dns;
+use crate::mailing::dkim::{CopySigner, DkimError, DkimSigning, DkimVerifying, SIGNED};
 use mail_auth::common::crypto::{RsaKey, Sha256};
 use mail_auth::common::headers::HeaderWriter as _;
+use mail_auth::common::parse::TxtRecordParser as _;
+use mail_auth::common::verify::{DomainKey, VerifySignature as _};
 use mail_auth::dkim::{Canonicalization, DkimSigner, Done};
+use mail_auth::{AuthenticatedMessage, DkimResult, MessageAuthenticator, Parameters, ResolverCache, Txt};
 use rustls_pki_types::{PrivateKeyDer, PrivatePkcs1KeyDer, PrivatePkcs8KeyDer};
+use std::borrow::Borrow;
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::OnceLock;
 
 #[derive(Debug, Clone, Copy, Default)]
 pub struct MailAuthDkim;
@@ -26,6 +39,94 @@ impl DkimSigning for MailAuthDkim {
             .body_canonicalization(Canonicalization::Relaxed);
         Ok(Box::new(Signer(signer)))
     }
+}
+
+/// The most signatures of one message verified: each costs a DNS lookup and an RSA
+/// verification, and a post has one or two (its author's domain, its provider's).
+const MAX_SIGNATURES: usize = 8;
+
+impl DkimVerifying for MailAuthDkim {
+    fn verified_domains(&self, raw: &[u8], dns: &dyn Dns) -> Vec<String> {
+        let Some(authenticator) = authenticator() else { return Vec::new() };
+        let Some(message) = AuthenticatedMessage::parse(raw) else { return Vec::new() };
+        let mut keys = Keys(HashMap::new());
+        for header in message.dkim_headers.iter().take(MAX_SIGNATURES) {
+            let name = header.header.domain_key();
+            if keys.0.contains_key(name.as_str()) {
+                continue;
+            }
+            let txt = match dns.lookup_txt(name.trim_end_matches('.')) {
+                // The first record that parses as a key, as mail-auth's own lookup takes it.
+                Ok(records) => records
+                    .iter()
+                    .map(|r| DomainKey::parse(r.as_bytes()))
+                    .find(Result::is_ok)
+                    .unwrap_or(Err(mail_auth::Error::Dns(mail_auth::DnsError::InvalidRecordType)))
+                    .into(),
+                Err(e) => Txt::Error(mail_auth::Error::Dns(mail_auth::DnsError::Resolver(e.to_string()))),
+            };
+            keys.0.insert(name.into_boxed_str(), txt);
+        }
+        let params = Parameters::new(&message).with_txt_cache(&keys);
+        let future = std::pin::pin!(authenticator.verify_dkim(params));
+        // Every name mail-auth asks is answered by `keys`: it never waits on its resolver.
+        let std::task::Poll::Ready(outputs) =
+            std::future::Future::poll(future, &mut std::task::Context::from_waker(std::task::Waker::noop()))
+        else {
+            tracing::warn!("DKIM verification waited on a lookup it was not given: no signature counted");
+            return Vec::new();
+        };
+        outputs
+            .iter()
+            .take(MAX_SIGNATURES)
+            .filter(|o| *o.result() == DkimResult::Pass)
+            .filter_map(|o| o.signature().map(|s| s.d.to_ascii_lowercase()))
+            .collect()
+    }
+}
+
+/// mail-auth's verifier, built once: its resolver (no name server) is never asked, see above.
+fn authenticator() -> Option<&'static MessageAuthenticator> {
+    static ONE: OnceLock<Option<MessageAuthenticator>> = OnceLock::new();
+    ONE.get_or_init(|| {
+        // The resolver's handles want a runtime to be built in, though none ever runs here.
+        let runtime = tokio::runtime::Builder::new_current_thread().build().ok()?;
+        let _entered = runtime.enter();
+        let config = mail_auth::hickory_resolver::config::ResolverConfig::from_name_servers(Vec::new());
+        MessageAuthenticator::new(config, Default::default())
+            .inspect_err(|e| tracing::warn!(error = %e, "cannot build the DKIM verifier: posts are taken as unsigned"))
+            .ok()
+    })
+    .as_ref()
+}
+
+/// The keys read through the DNS port for one message, as mail-auth's TXT cache. A name it
+/// was not given is answered "not found" rather than left to the library's resolver.
+struct Keys(HashMap<Box<str>, Txt>);
+
+impl ResolverCache<Box<str>, Txt> for Keys {
+    fn get<Q>(&self, name: &Q) -> Option<Txt>
+    where
+        Box<str>: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        Some(
+            self.0
+                .get(name)
+                .cloned()
+                .unwrap_or(Txt::Error(mail_auth::Error::Dns(mail_auth::DnsError::InvalidRecordType))),
+        )
+    }
+
+    fn remove<Q>(&self, _: &Q) -> Option<Txt>
+    where
+        Box<str>: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        None
+    }
+
+    fn insert(&self, _: Box<str>, _: Txt, _: std::time::Instant) {}
 }
 
 struct Signer(DkimSigner<RsaKey<Sha256>, Done>);
@@ -136,5 +237,35 @@ mod tests {
     #[test]
     fn bad_keys_are_refused() {
         assert!(matches!(MailAuthDkim.open("example.org", "s1", b"not a key"), Err(DkimError::BadKey(_))));
+    }
+    /// A fresh key pair, its record published under `s1._domainkey.example.net`.
+    fn signer_and_dns() -> (Box<dyn CopySigner>, crate::kernel::TableDns) {
+        use crate::mailing::dkim::DkimKeyMaker as _;
+        use base64::Engine as _;
+        let pair = crate::adapters::openssl_dkim::OpensslKeyMaker::default().make().unwrap();
+        let record =
+            format!("v=DKIM1; k=rsa; p={}", base64::engine::general_purpose::STANDARD.encode(&pair.public_spki));
+        let dns = crate::kernel::TableDns::default();
+        dns.txt.lock().unwrap().insert("s1._domainkey.example.net".into(), Ok(vec![record]));
+        (MailAuthDkim.open("example.net", "s1", &pair.private_der).unwrap(), dns)
+    }
+
+    #[test]
+    fn a_signature_verifies_with_the_key_read_through_the_dns_port_and_nothing_else_does() {
+        let (signer, dns) = signer_and_dns();
+        let signed = [signer.signature(MESSAGE).unwrap().as_slice(), MESSAGE].concat();
+        assert_eq!(MailAuthDkim.verified_domains(&signed, &dns), vec!["example.net".to_owned()]);
+        let changed = String::from_utf8(signed.clone()).unwrap().replace("Hello", "Hullo");
+        assert!(MailAuthDkim.verified_domains(changed.as_bytes(), &dns).is_empty(), "a changed body");
+        assert!(MailAuthDkim.verified_domains(MESSAGE, &dns).is_empty(), "unsigned");
+        let elsewhere = crate::kernel::TableDns::default();
+        assert!(MailAuthDkim.verified_domains(&signed, &elsewhere).is_empty(), "no key published");
+        elsewhere
+            .txt
+            .lock()
+            .unwrap()
+            .insert("s1._domainkey.example.net".into(), Err(crate::kernel::DnsError("timeout".into())));
+        assert!(MailAuthDkim.verified_domains(&signed, &elsewhere).is_empty(), "the key cannot be read");
+        assert!(MailAuthDkim.verified_domains(b"\xff\x00 not mail", &dns).is_empty());
     }
 }

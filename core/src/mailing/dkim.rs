@@ -65,6 +65,17 @@ pub trait DkimSigning: Send + Sync {
     fn open(&self, domain: &str, selector: &str, private_der: &[u8]) -> Result<Box<dyn CopySigner>, DkimError>;
 }
 
+/// Verifies the DKIM signatures of a received message (RFC 6376). A port: the adapter is
+/// mail-auth's verifier, and the signers' public keys are read through the DNS port it is given
+/// (never by a resolver of the library's own), so the tests' DNS server and the installation's
+/// resolver settings hold for it as for every other lookup.
+pub trait DkimVerifying: Send + Sync {
+    /// The signing domains (`d=`, lower-cased) of the signatures of `raw` that verify: body hash,
+    /// signed headers and the key published at `<s>._domainkey.<d>`. Empty when none does (no
+    /// signature, a broken one, a key that cannot be read).
+    fn verified_domains(&self, raw: &[u8], dns: &dyn crate::kernel::Dns) -> Vec<String>;
+}
+
 /// One domain's opened key.
 pub trait CopySigner: Send + Sync {
     /// The `DKIM-Signature` header field of `message` (CRLF line ends, CRLF-ended), to go first.

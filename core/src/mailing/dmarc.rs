@@ -128,6 +128,60 @@ pub fn from_handling(
     }
 }
 
+/// Whether a post's `From` may stand for its address when the posting policy asks who the
+/// poster is (member, owner). The domain's owner says, through DMARC (RFC 7489), whether mail
+/// claiming its addresses must be authenticated; when it publishes `p=reject` or
+/// `p=quarantine`, the post must carry a DKIM signature that verifies, by the `From` domain or
+/// one sharing its organisational domain (relaxed alignment, DMARC's default). SPF is not
+/// judged here: over LMTP the client is the installation's own MTA, not the poster's server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FromCheck {
+    /// Taken as written: the domain asks for nothing (no record, `p=none`), or its policy could
+    /// not be read (a resolver outage must not send every post to moderation), or the post has
+    /// no `From` domain. What every list server does with every post.
+    #[default]
+    AsWritten,
+    /// An aligned DKIM signature verifies: the domain vouches for the message.
+    Aligned,
+    /// The domain requires authentication and nothing aligned verifies: a forgery as far as the
+    /// domain's owner is concerned. The poster counts as nobody (a `members` list holds the
+    /// post as `not_member` for a moderator, who still sees it).
+    Unaligned,
+}
+
+/// Checks `raw`'s `From` domain against its DMARC policy (cached) and, when enforced, its DKIM
+/// signatures (through the verifying port).
+pub fn check_from(
+    cache: &Cache,
+    dns: &dyn Dns,
+    verifier: &dyn super::dkim::DkimVerifying,
+    from_domain: Option<&str>,
+    raw: &[u8],
+    now: Timestamp,
+) -> FromCheck {
+    let Some(domain) = from_domain.map(|d| d.trim_end_matches('.').to_ascii_lowercase()) else {
+        return FromCheck::AsWritten;
+    };
+    match cache.policy(dns, &domain, now) {
+        Policy::None | Policy::Unknown => return FromCheck::AsWritten,
+        Policy::Reject | Policy::Quarantine => {}
+    }
+    let verified = verifier.verified_domains(raw, dns);
+    if verified.iter().any(|d| aligned(d, &domain)) {
+        FromCheck::Aligned
+    } else {
+        tracing::info!(domain, signed_by = ?verified, "a post's From is not authenticated by its domain's DMARC policy");
+        FromCheck::Unaligned
+    }
+}
+
+/// Relaxed identifier alignment: the same organisational domain (approximated as for the
+/// policy lookup above).
+fn aligned(signer: &str, from: &str) -> bool {
+    let signer = signer.trim_end_matches('.').to_ascii_lowercase();
+    signer == from || organisational(&signer).is_some_and(|o| Some(o) == organisational(from))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,5 +220,36 @@ mod tests {
         let dns = txt(dns, "_dmarc.strict.test", Ok(vec!["v=DMARC1; p=none"]));
         assert_eq!(cache.policy(&dns, "Strict.Test", t.plus_secs(60)), Policy::Reject);
         assert_eq!(cache.policy(&dns, "strict.test", t.plus_secs(TTL_SECS + 1)), Policy::None);
+    }
+    /// Says which domains signed, whatever the message (a test of the rule, not of DKIM).
+    struct Signed(Vec<&'static str>);
+
+    impl crate::mailing::dkim::DkimVerifying for Signed {
+        fn verified_domains(&self, _: &[u8], _: &dyn Dns) -> Vec<String> {
+            self.0.iter().map(|d| (*d).to_owned()).collect()
+        }
+    }
+
+    #[test]
+    fn a_from_counts_as_written_unless_its_domain_enforces_dmarc_and_nothing_aligned_verifies() {
+        let dns = txt(TableDns::default(), "_dmarc.strict.test", Ok(vec!["v=DMARC1; p=reject"]));
+        let dns = txt(dns, "_dmarc.quiet.test", Ok(vec!["v=DMARC1; p=quarantine"]));
+        let dns = txt(dns, "_dmarc.open.test", Ok(vec!["v=DMARC1; p=none"]));
+        let dns = txt(dns, "_dmarc.broken.test", Err("timeout"));
+        let t = Timestamp::from_unix_secs(1_800_000_000);
+        let check = |domain: &str, signed: Vec<&'static str>| {
+            check_from(&Cache::default(), &dns, &Signed(signed), Some(domain), b"", t)
+        };
+        assert_eq!(check("open.test", vec![]), FromCheck::AsWritten, "p=none asks for nothing");
+        assert_eq!(check("nowhere.test", vec![]), FromCheck::AsWritten, "no record");
+        assert_eq!(check("broken.test", vec![]), FromCheck::AsWritten, "an outage holds nobody's post");
+        assert_eq!(check("strict.test", vec![]), FromCheck::Unaligned, "unsigned");
+        assert_eq!(check("quiet.test", vec!["other.test"]), FromCheck::Unaligned, "signed by someone else");
+        assert_eq!(check("strict.test", vec!["strict.test"]), FromCheck::Aligned);
+        assert_eq!(check("Strict.Test.", vec!["STRICT.test"]), FromCheck::Aligned, "names compare as DNS names");
+        assert_eq!(check("strict.test", vec!["mail.strict.test"]), FromCheck::Aligned, "relaxed: same organisation");
+        assert_eq!(check("lists.strict.test", vec!["strict.test"]), FromCheck::Aligned, "a subdomain's From");
+        assert_eq!(check("strict.test", vec!["x.test", "strict.test"]), FromCheck::Aligned, "any one aligned");
+        assert_eq!(check_from(&Cache::default(), &dns, &Signed(vec![]), None, b"", t), FromCheck::AsWritten);
     }
 }

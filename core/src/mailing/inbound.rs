@@ -204,7 +204,18 @@ enum Read {
 
 fn read(app: &Service, m: &InboundMessage) -> Read {
     match &m.role {
-        Role::Post => Read::Post(posts::summarize(&*app.mime, &m.raw, m.envelope_from.as_deref())),
+        Role::Post => {
+            let mut summary = posts::summarize(&*app.mime, &m.raw, m.envelope_from.as_deref());
+            summary.from_check = super::dmarc::check_from(
+                &app.mail_in.dmarc,
+                &*app.egress.dns,
+                &*app.dkim_verifying,
+                summary.from.as_ref().map(|f| f.domain().as_str()),
+                &m.raw,
+                app.clock.now(),
+            );
+            Read::Post(summary)
+        }
         Role::Request | Role::Join | Role::Leave | Role::Owner => {
             Read::Request(super::requests::read(&*app.mime, &m.raw, m.envelope_from.as_deref()))
         }

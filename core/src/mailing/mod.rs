@@ -60,6 +60,8 @@ pub struct Service {
     pub dkim: Arc<dyn dkim::DkimKeyMaker>,
     /// Signs the copies with the domains' keys.
     pub dkim_signing: Arc<dyn dkim::DkimSigning>,
+    /// Verifies posters' DKIM signatures (whether a post's `From` may stand for its address).
+    pub dkim_verifying: Arc<dyn dkim::DkimVerifying>,
     /// Mail-account credentials: the keyring, the sessions with accounts, open submission transports.
     pub credentials: credentials::Credentials,
     /// Reads received messages (bounces) into their parts.

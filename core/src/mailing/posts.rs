@@ -4,6 +4,7 @@
 //! `message.held`). Moderation's approve calls [`publish`] too.
 
 use super::bounces::MimeReader;
+use super::dmarc::FromCheck;
 use super::inbound::{self, InboundId, InboundMessage};
 pub use super::model::{HeldId, HeldPost, HoldReason};
 use super::model::{ListId, ListStatus, MailingList, MemberStatus, PostingPolicy, ReadMail, SendKind};
@@ -70,6 +71,9 @@ pub struct Summary {
     pub loop_marks: Vec<String>,
     /// `Auto-Submitted` (lowercased, up to `;`), when present.
     pub auto_submitted: Option<String>,
+    /// Whether `from` may stand for its address (the poster's DMARC policy and DKIM signatures):
+    /// set by mail in's processing, which has the DNS; as written until then.
+    pub from_check: FromCheck,
 }
 
 fn clean_line(s: &str, max: usize) -> String {
@@ -105,6 +109,7 @@ pub fn summary_of(read: Option<&ReadMail>, envelope_from: Option<&str>) -> Summa
             html: None,
             loop_marks: Vec::new(),
             auto_submitted: None,
+            from_check: FromCheck::AsWritten,
         };
     };
     let from = m.from_address.as_deref().and_then(|a| EmailAddress::parse(a.trim()).ok());
@@ -129,6 +134,7 @@ pub fn summary_of(read: Option<&ReadMail>, envelope_from: Option<&str>) -> Summa
         html: html.filter(|t| !t.trim().is_empty()),
         loop_marks,
         auto_submitted,
+        from_check: FromCheck::AsWritten,
     }
 }
 
@@ -235,7 +241,9 @@ fn decide_and_act(
     let reason = if m.raw.len() > list.policies.max_message_kb as usize * 1024 {
         Some(HoldReason::TooLarge)
     } else {
-        policy(list, standing(tx, list, summary.from.as_ref())?)
+        // A `From` its own domain disowns is nobody's: not a member's, not an owner's.
+        let from = summary.from.as_ref().filter(|_| summary.from_check != FromCheck::Unaligned);
+        policy(list, standing(tx, list, from)?)
     };
     let to_hold = |reason| ToHold {
         raw: &m.raw,
