@@ -71,6 +71,8 @@ fn print_report(report: &CopyReport, json: bool) {
         "resumed": report.resumed,
         "rows_copied": report.rows_copied,
         "bytes_copied": report.bytes_copied,
+        "rows_seconds": report.rows_time.as_secs_f64(),
+        "documents_seconds": report.documents_time.as_secs_f64(),
         "verified": report.mismatches().is_empty(),
         "counts": report.counts.iter().map(|c| serde_json::json!({
             "table": c.what, "sqlite": c.sqlite, "postgresql": c.postgres,
@@ -86,12 +88,19 @@ fn print_report(report: &CopyReport, json: bool) {
             })
             .collect();
         let verdict = if report.mismatches().is_empty() { "verified: every count matches" } else { "NOT verified" };
+        let per_sec = |n: f64, t: Duration| if t.as_secs_f64() > 0.0 { n / t.as_secs_f64() } else { 0.0 };
+        let mib = report.bytes_copied as f64 / 1048576.0;
         format!(
-            "{}\n{} rows and {} bytes of documents copied by this run{}; {verdict}",
+            "{}\n{} rows and {} bytes of documents copied by this run{}; {verdict}\n\
+             rows: {:.1} s ({:.0} rows/s); documents: {mib:.1} MiB in {:.1} s ({:.1} MiB/s)",
             output::table(&["TABLE", "SQLITE", "POSTGRESQL", ""], rows),
             report.rows_copied,
             report.bytes_copied,
             if report.resumed { " (a copy continued)" } else { "" },
+            report.rows_time.as_secs_f64(),
+            per_sec(report.rows_copied as f64, report.rows_time),
+            report.documents_time.as_secs_f64(),
+            per_sec(mib, report.documents_time),
         )
     });
 }

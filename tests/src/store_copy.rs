@@ -260,7 +260,10 @@ fn a_copy_stopped_half_way_continues_where_it_stopped_and_ends_with_the_counts_o
         |out: &str| out.lines().take_while(|l| !l.contains("copied by this run")).collect::<Vec<_>>().join("\n");
     assert_eq!(table(&stdout), table(&reference), "the same counts as a copy in one go");
     assert_eq!(counted(&stdout, "members"), (9000, 9000));
-    let copied_now = |out: &str| out.lines().last().unwrap().split_whitespace().next().unwrap().parse::<u64>().unwrap();
+    let copied_now = |out: &str| {
+        let line = out.lines().find(|l| l.contains("copied by this run")).unwrap();
+        line.split_whitespace().next().unwrap().parse::<u64>().unwrap()
+    };
     assert!(
         copied_now(&stdout) < copied_now(&reference),
         "the second run copied only the rest:\n{stdout}\n{reference}"

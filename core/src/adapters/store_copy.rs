@@ -175,9 +175,11 @@ pub struct CopyReport {
     pub counts: Vec<Count>,
     /// A copy begun by an earlier run was continued.
     pub resumed: bool,
-    /// Rows and document bytes this run wrote.
+    /// Rows of the tables and bytes of documents this run wrote, and how long each took.
     pub rows_copied: u64,
     pub bytes_copied: u64,
+    pub rows_time: std::time::Duration,
+    pub documents_time: std::time::Duration,
 }
 
 impl CopyReport {
@@ -479,6 +481,7 @@ pub fn copy(req: &CopyRequest<'_>, progress: &mut dyn FnMut(&Progress)) -> Resul
     let mut batches = 0u64;
     let (mut rows_copied, mut bytes_copied) = (0u64, 0u64);
     let stop = |batches: u64| req.stop_after_batches.is_some_and(|n| batches >= n);
+    let started = std::time::Instant::now();
     for p in &plans {
         state.table = p.table;
         progress(&state);
@@ -502,6 +505,8 @@ pub fn copy(req: &CopyRequest<'_>, progress: &mut dyn FnMut(&Progress)) -> Resul
             after = Some(last);
         }
     }
+    let rows_time = started.elapsed();
+    let started = std::time::Instant::now();
     if let Some((dir, ids, sizes)) = &blobs {
         state.table = "ocr_blobs";
         progress(&state);
@@ -541,7 +546,6 @@ pub fn copy(req: &CopyRequest<'_>, progress: &mut dyn FnMut(&Progress)) -> Resul
                 .map_err(target_err)?;
                 tx.commit().map_err(target_err)?;
                 batches += 1;
-                rows_copied += names.len() as u64;
                 bytes_copied += pending_bytes as u64;
                 state.rows_done += names.len() as u64;
                 state.bytes_done += pending_bytes as u64;
@@ -551,6 +555,7 @@ pub fn copy(req: &CopyRequest<'_>, progress: &mut dyn FnMut(&Progress)) -> Resul
         }
     }
 
+    let documents_time = started.elapsed();
     finish(&mut pg, &source, &plans)?;
     let mut counts = Vec::new();
     for (p, n) in plans.iter().zip(sqlite_counts) {
@@ -567,7 +572,7 @@ pub fn copy(req: &CopyRequest<'_>, progress: &mut dyn FnMut(&Progress)) -> Resul
         counts.push(Count { what: "documents (files)".into(), sqlite: ids.len() as u64, postgres: n });
         counts.push(Count { what: "documents (bytes)".into(), sqlite: sizes.iter().sum(), postgres: bytes });
     }
-    let report = CopyReport { counts, resumed, rows_copied, bytes_copied };
+    let report = CopyReport { counts, resumed, rows_copied, bytes_copied, rows_time, documents_time };
     if report.mismatches().is_empty() {
         pg.execute("UPDATE store_copy SET finished_at = $1 WHERE id = 1", &[&req.now_micros]).map_err(target_err)?;
     }
