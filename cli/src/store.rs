@@ -120,7 +120,10 @@ impl Shown {
     fn new(json: bool) -> Self {
         let tty = !json && std::io::stderr().is_terminal();
         let bar = tty.then(|| {
-            output::progress(false, Some(0), "{spinner} [{bar:40}] {pos}/{len} rows {percent}% {msg} ({eta} left)")
+            let bar =
+                output::progress(false, Some(0), "{spinner} [{bar:30}] {pos}/{len} rows ({percent}%) {msg} {eta}");
+            bar.set_message("opening both databases");
+            bar
         });
         Self { bar, lines: !json && !tty, last_line: None, last: None }
     }

@@ -799,6 +799,54 @@ mod tests {
         assert!(check_tables(&missing).unwrap_err().contains("members"));
     }
 
+    /// An SQLite installation with two accounts, in `dir`.
+    fn two_users(dir: &Path) {
+        drop(crate::adapters::sqlite::SqliteStore::open(&dir.join("courrier.db"), 0).unwrap());
+        crate::adapters::data_key::load_or_create(dir).unwrap();
+        let conn = rusqlite::Connection::open(dir.join("courrier.db")).unwrap();
+        for who in ["ann", "bob"] {
+            conn.execute(
+                "INSERT INTO users (email, email_key, status, created_at, updated_at) VALUES (?1, ?1, 'active', 0, 0)",
+                [format!("{who}@example.org")],
+            )
+            .unwrap();
+        }
+    }
+
+    #[test]
+    fn a_copy_whose_counts_differ_is_reported_and_never_marked_finished() {
+        use crate::adapters::postgres::test_server::{TestServer, TestServerError};
+        let server = match TestServer::start() {
+            Err(e @ TestServerError::NoBinaries) => return eprintln!("SKIPPED: {e}"),
+            other => other.unwrap(),
+        };
+        let dir = tempfile::tempdir().unwrap();
+        two_users(dir.path());
+        let url = server.fresh_database().unwrap();
+        use base64::Engine;
+        let master = MasterKey::parse(&base64::engine::general_purpose::STANDARD.encode([7u8; 32])).unwrap();
+        let mut req = CopyRequest {
+            data_dir: dir.path(),
+            documents: None,
+            url: &url,
+            master: &master,
+            now_micros: 1,
+            stop_after_batches: Some(1),
+        };
+        assert!(matches!(copy(&req, &mut |_| {}), Err(StoreCopyError::Stopped(1))));
+        // A row taken away behind the copy's back, below where it continues.
+        let mut pg = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        assert_eq!(pg.execute("DELETE FROM users WHERE email = 'ann@example.org'", &[]).unwrap(), 1);
+        req.stop_after_batches = None;
+        let report = copy(&req, &mut |_| {}).unwrap();
+        assert!(report.resumed);
+        let wrong: Vec<_> = report.mismatches().into_iter().cloned().collect();
+        assert_eq!(wrong, [Count { what: "users".into(), sqlite: 2, postgres: 1 }]);
+        let finished: Option<i64> = pg.query_one("SELECT finished_at FROM store_copy", &[]).unwrap().get(0);
+        assert_eq!(finished, None, "not finished: a run again is still a copy in progress");
+        assert!(copy(&req, &mut |_| {}).unwrap().resumed);
+    }
+
     #[test]
     fn columns_must_be_the_same_on_both_sides() {
         let s = |v: &[&str]| v.iter().map(|c| (*c).to_owned()).collect::<Vec<_>>();
