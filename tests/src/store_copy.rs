@@ -316,3 +316,64 @@ fn store_copy_refuses_another_installations_database_no_master_key_an_unreachabl
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(counted(&stdout, "members"), (3, 3));
 }
+
+/// The copy reads one snapshot of the SQLite file: made while the server goes on adding members,
+/// every count it verifies is the snapshot's, and the copy is whole and verified.
+#[test]
+fn a_copy_made_while_the_sqlite_server_adds_members_is_one_consistent_snapshot() {
+    let Some(pg) = postgres("store copy of a running server") else { return };
+    let source = TestApp::spawn_with(&[("COURRIER_DATABASE_URL", ""), ("COURRIER_LMTP_LISTEN", "off")]);
+    let admin = make_user(&source.core, "admin@example.org", &[Role::SiteAdmin]);
+    make_list(&source.core, "example.org", "news", "admin@example.org", SubscriptionPolicy::Open);
+    let key = make_key(&source.core, &admin, KeyScope::User, &Perm::ALL, Some(100_000));
+    let mut csv = String::from("email,display_name,delivery_mode\n");
+    for i in 0..20_000 {
+        csv.push_str(&format!("m{i}@example.net,,regular\n"));
+    }
+    let file = source.dir.path().join("members.csv");
+    std::fs::write(&file, csv).unwrap();
+    let import = ["members", "import", "--domain", "example.org", "--list", "news", "--consent-evidence", "test"];
+    let (status, _, stderr) = run_cli_in(
+        source.dir.path(),
+        &[&import[..], &[file.to_str().unwrap()]].concat(),
+        &[("COURRIER_DATABASE_URL", "")],
+        None,
+    );
+    assert!(status.success(), "{stderr}");
+
+    let writing = std::sync::atomic::AtomicBool::new(true);
+    let target = pg.fresh_database().unwrap();
+    let (added, (code, stdout, stderr)) = std::thread::scope(|s| {
+        let writer = s.spawn(|| {
+            let mut n = 0;
+            while writing.load(std::sync::atomic::Ordering::Relaxed) {
+                let r = call(
+                    &source,
+                    "POST",
+                    &format!("{NEWS}/members"),
+                    &[bearer(&key)],
+                    Some(&json!({ "email": format!("late{n}@example.net") })),
+                );
+                assert_eq!(r.status, 201, "{}", r.body);
+                n += 1;
+            }
+            n
+        });
+        // Some members added before the copy begins, more while it runs.
+        while call(&source, "GET", &format!("{NEWS}/members?email_contains=late"), &[bearer(&key)], None).json()["meta"]
+            ["total"]
+            == 0
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let copied = store_copy(source.dir.path(), &target, &[]);
+        writing.store(false, std::sync::atomic::Ordering::Relaxed);
+        (writer.join().unwrap(), copied)
+    });
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stdout.contains("verified: every count matches"), "{stdout}");
+    let (sqlite, postgres) = counted(&stdout, "members");
+    assert_eq!(sqlite, postgres);
+    assert!(sqlite > 20_000 && sqlite <= 20_000 + added, "{sqlite} of {} members", 20_000 + added);
+    assert_eq!(counted(&stdout, "member_tallies (members counted)"), (sqlite, sqlite), "{stdout}");
+}
