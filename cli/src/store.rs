@@ -154,7 +154,7 @@ impl Shown {
 }
 
 fn line(p: &Progress) {
-    let percent = if p.rows_total == 0 { 100 } else { p.rows_done * 100 / p.rows_total };
+    let percent = (p.rows_done * 100).checked_div(p.rows_total).unwrap_or(100);
     eprintln!("store copy: {}/{} rows ({percent}%), {}", p.rows_done, p.rows_total, describe(p));
 }
 

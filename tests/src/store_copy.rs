@@ -251,7 +251,7 @@ fn a_copy_stopped_half_way_continues_where_it_stopped_and_ends_with_the_counts_o
     let (code, _, stderr) = store_copy(dir.path(), &resumed, &[("COURRIER_STORE_COPY_STOP_AFTER_BATCHES", "13")]);
     assert_eq!(code, 70, "{stderr}");
     assert!(stderr.contains("stopped after 13 batches"), "{stderr}");
-    let last = stderr.lines().filter(|l| l.starts_with("store copy: ")).last().unwrap_or_default();
+    let last = stderr.lines().rfind(|l| l.starts_with("store copy: ")).unwrap_or_default();
     assert!(last.ends_with(", members"), "stopped while copying the members: {stderr}");
     let (code, stdout, stderr) = store_copy(dir.path(), &resumed, &[]);
     assert_eq!(code, 0, "{stdout}{stderr}");
