@@ -77,6 +77,10 @@ pub const NOT_COPIED: &[(&str, &str)] = &[
     ("webhook_cursor", "its one value is set on PostgreSQL's one row"),
 ];
 
+/// The session advisory lock a copy holds on its target ("courrier" + 3 as one number): a second
+/// copy into the same database at the same time is refused instead of racing the first.
+const COPY_LOCK: i64 = 0x636f_7572_7269_6503;
+
 /// Rows per batch (each batch is one PostgreSQL transaction), and bytes at most (documents,
 /// messages): whichever is reached first.
 const BATCH_ROWS: usize = 2000;
@@ -437,6 +441,13 @@ pub fn copy(req: &CopyRequest<'_>, progress: &mut dyn FnMut(&Progress)) -> Resul
     let store = PostgresStore::open(req.url, req.now_micros)?;
     let mut pg: OwnedClient = store.plain_client()?;
     drop(store);
+    let alone: bool = pg
+        .query_one("SELECT pg_try_advisory_lock($1)", &[&COPY_LOCK])
+        .and_then(|r| r.try_get(0))
+        .map_err(target_err)?;
+    if !alone {
+        return Err(StoreCopyError::NotEmpty("another store copy is writing into it now".into()));
+    }
     let source = Source::open(&db_path)?;
     check_tables(&source.tables()?).map_err(StoreCopyError::Schema)?;
     let resumed = claim(&mut pg, req, &source_id, &key_bytes)?;
@@ -845,6 +856,38 @@ mod tests {
         let finished: Option<i64> = pg.query_one("SELECT finished_at FROM store_copy", &[]).unwrap().get(0);
         assert_eq!(finished, None, "not finished: a run again is still a copy in progress");
         assert!(copy(&req, &mut |_| {}).unwrap().resumed);
+    }
+
+    #[test]
+    fn a_second_copy_into_the_same_database_at_once_is_refused_and_writes_nothing() {
+        use crate::adapters::postgres::test_server::{TestServer, TestServerError};
+        let server = match TestServer::start() {
+            Err(e @ TestServerError::NoBinaries) => return eprintln!("SKIPPED: {e}"),
+            other => other.unwrap(),
+        };
+        let dir = tempfile::tempdir().unwrap();
+        two_users(dir.path());
+        let url = server.fresh_database().unwrap();
+        use base64::Engine;
+        let master = MasterKey::parse(&base64::engine::general_purpose::STANDARD.encode([7u8; 32])).unwrap();
+        let req = CopyRequest {
+            data_dir: dir.path(),
+            documents: None,
+            url: &url,
+            master: &master,
+            now_micros: 1,
+            stop_after_batches: None,
+        };
+        // The first copy, as another process holds it.
+        let mut first = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        first.execute("SELECT pg_advisory_lock($1)", &[&COPY_LOCK]).unwrap();
+        let refused = copy(&req, &mut |_| {}).map(drop).unwrap_err();
+        assert!(refused.to_string().contains("another store copy is writing into it"), "{refused}");
+        assert_eq!(refused.code(), Code::Conflict);
+        let claimed: i64 = first.query_one("SELECT COUNT(*) FROM store_copy", &[]).unwrap().get(0);
+        assert_eq!(claimed, 0, "nothing written");
+        drop(first);
+        assert!(copy(&req, &mut |_| {}).unwrap().mismatches().is_empty(), "once it is gone, the copy runs");
     }
 
     #[test]
