@@ -37,6 +37,8 @@ pub enum CliError {
     Usage(#[from] courrier_core::ocr::usage::UsageError),
     #[error(transparent)]
     Page(#[from] courrier_core::kernel::PageError),
+    #[error(transparent)]
+    StoreCopy(#[from] courrier_core::adapters::store_copy::StoreCopyError),
 }
 
 impl CoreError for CliError {
@@ -55,6 +57,7 @@ impl CoreError for CliError {
             CliError::Document(e) => e.code(),
             CliError::Usage(e) => e.code(),
             CliError::Page(e) => e.code(),
+            CliError::StoreCopy(e) => e.code(),
         }
     }
 }

@@ -13,6 +13,7 @@ mod output;
 mod sends;
 pub mod server;
 mod shell;
+mod store;
 mod workers;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -46,6 +47,9 @@ pub enum Command {
     Jobs,
     /// Print the version object: build information and the storage backend.
     Version,
+    /// The installation's storage: copy an SQLite installation into PostgreSQL.
+    #[command(subcommand)]
+    Store(store::StoreCommand),
     /// Accounts: create, invite, list, show, disable, enable, password.
     #[command(subcommand)]
     User(admin::UserCommand),
@@ -115,7 +119,7 @@ pub enum Command {
 
 /// The areas `courrier --help` groups the commands by; every visible command is in one.
 const AREAS: &[(&str, &[&str])] = &[
-    ("Server", &["serve", "worker", "jobs", "version"]),
+    ("Server", &["serve", "worker", "jobs", "version", "store"]),
     ("Accounts and access", &["user", "role", "create-api-key", "apikey", "audit"]),
     (
         "Mailing lists",
@@ -284,6 +288,7 @@ fn execute(cli: Cli) -> Result<(), CliError> {
             Ok(())
         }
         Command::Jobs => chores::jobs(&config, cli.json),
+        Command::Store(cmd) => store::store(&config, cmd, cli.json),
         Command::Apikey(cmd) => admin::apikey(&config, cmd, cli.json),
         Command::Audit(args) => admin::audit(&config, args, cli.json),
         Command::Domain(cmd) => members::domain(&config, cmd, cli.json),

@@ -29,6 +29,7 @@ mod sends;
 mod shutdown;
 mod slow_clients;
 mod smtp;
+mod store_copy;
 mod subscriber_browser;
 mod subscribers;
 mod tidy;

@@ -22,10 +22,12 @@ pub mod postgres;
 pub use self::postgres::{
     DataKeyError as PostgresDataKeyError, PostgresStore, check_url as check_database_url,
     describe_backend as describe_postgres_backend, test_server::TestServer as PostgresTestServer,
+    test_server::TestServerError as PostgresTestServerError,
     test_server::fresh_database_at as fresh_postgres_database_at,
 };
 pub mod smtp;
 pub mod sqlite;
+pub mod store_copy;
 pub mod system_clock;
 pub mod tesseract;
 

@@ -52,3 +52,18 @@ impl PostgresStore {
         Ok(DataKey::from_bytes(&key))
     }
 }
+
+/// An installation's data key (`bytes`) as `installation_secrets` holds it, sealed by `master`:
+/// what `store copy` writes for the SQLite installation it copies.
+pub(crate) fn seal(master: &MasterKey, bytes: &[u8; 32]) -> (&'static str, String) {
+    (NAME, master.sealing_key().seal(bytes, BOUND_TO))
+}
+
+/// The data key `sealed` holds, opened with `master`.
+pub(crate) fn open(master: &MasterKey, sealed: &str) -> Result<[u8; 32], DataKeyError> {
+    let opened = master.sealing_key().open(sealed, BOUND_TO).map_err(|e| match e {
+        SealError::OtherKey(id) => DataKeyError::OtherMasterKey(id),
+        other => DataKeyError::Unreadable(other),
+    })?;
+    opened.as_slice().try_into().map_err(|_| DataKeyError::Unreadable(SealError::Malformed))
+}

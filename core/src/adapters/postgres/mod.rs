@@ -24,7 +24,7 @@ mod access;
 mod audit;
 mod bounces;
 mod credentials;
-mod data_key;
+pub(crate) mod data_key;
 mod idempotency;
 mod inbound;
 mod invoices;
@@ -234,6 +234,12 @@ impl PostgresStore {
             return Err(map_err(e));
         }
         Ok(Box::new(PgTx { conn: Some(conn), nested: 0, poisoned: false }))
+    }
+
+    /// A connection of its own, outside the pool and its transactions (`store copy`'s batches).
+    pub(crate) fn plain_client(&self) -> Result<OwnedClient, StoreError> {
+        let client = self.config.connect(NoTls).map_err(map_err)?;
+        Ok(OwnedClient(Some(client)))
     }
 
     /// Quotas and limits counted in this database, shared by every server on it.
