@@ -52,6 +52,10 @@ pub struct Config {
     pub ocr_retention: courrier_core::ocr::retention::Retention,
     /// CIDRs exempted from the egress guard's exclusion list (`COURRIER_EGRESS_ALLOW`).
     pub egress_allow: AllowList,
+    /// The load balancers and reverse proxies whose `X-Forwarded-For` is believed
+    /// (`COURRIER_TRUSTED_PROXIES`, CIDRs): behind them, the client's address is the one they
+    /// forwarded, for per-source limits and consent records.
+    pub trusted_proxies: AllowList,
     /// A PEM file of extra trust roots for outgoing TLS (`COURRIER_EXTRA_CA`).
     pub extra_ca: Option<PathBuf>,
     /// The operator's keyring of mail-account passwords (`COURRIER_KEYRING`): read and checked at
@@ -194,6 +198,8 @@ impl Config {
             std::time::Duration::from_micros(number("COURRIER_LMTP_COMMIT_DELAY_US", 1_000, 0..=100_000)? as u64);
         let egress_allow = AllowList::parse(&get("COURRIER_EGRESS_ALLOW").unwrap_or_default())
             .map_err(|e| invalid("COURRIER_EGRESS_ALLOW", e))?;
+        let trusted_proxies = AllowList::parse(&get("COURRIER_TRUSTED_PROXIES").unwrap_or_default())
+            .map_err(|e| invalid("COURRIER_TRUSTED_PROXIES", e))?;
         let extra_ca = get("COURRIER_EXTRA_CA").filter(|s| !s.trim().is_empty()).map(PathBuf::from);
         let keyring = get("COURRIER_KEYRING").filter(|s| !s.trim().is_empty()).map(PathBuf::from);
         let dns_server = get("COURRIER_DNS_SERVER")
@@ -223,6 +229,7 @@ impl Config {
             ocr_pages_per_month,
             ocr_retention,
             egress_allow,
+            trusted_proxies,
             extra_ca,
             keyring,
             dns_server,
@@ -348,6 +355,17 @@ mod tests {
         assert_eq!(kept.ocr_retention, Retention::Forever);
         let half = config(&[("COURRIER_OCR_RETENTION_DAYS", " 0.5 ")], None).unwrap();
         assert_eq!(half.ocr_retention, Retention::After { micros: 43_200_000_000 });
+    }
+
+    #[test]
+    fn trusted_proxies_are_cidrs_or_addresses_and_none_by_default() {
+        assert!(config(&[], None).unwrap().trusted_proxies.is_empty(), "no header believed unless told");
+        let c = config(&[("COURRIER_TRUSTED_PROXIES", "10.0.0.0/8, 192.0.2.7")], None).unwrap();
+        assert!(c.trusted_proxies.contains("10.1.2.3".parse().unwrap()));
+        assert!(c.trusted_proxies.contains("192.0.2.7".parse().unwrap()));
+        assert!(!c.trusted_proxies.contains("192.0.2.8".parse().unwrap()));
+        let err = config(&[("COURRIER_TRUSTED_PROXIES", "the balancer")], None).unwrap_err().to_string();
+        assert!(err.starts_with("COURRIER_TRUSTED_PROXIES is not valid"), "{err}");
     }
 
     #[test]

@@ -264,7 +264,7 @@ pub fn bind(config: &Config, build: BuildInfo) -> Result<Bound, CliError> {
         Err(e) => tracing::warn!(error = %e, "cannot raise the open-file limit"),
     }
     let services = wire(config, build)?;
-    let limits = ServerLimits::default();
+    let limits = ServerLimits { trusted_proxies: config.trusted_proxies.clone(), ..ServerLimits::default() };
     let bind_err = |source| CliError::Bind { addr: config.listen.to_string(), source };
     let listener = courrier_http::server::listen(config.listen, limits.backlog()).map_err(bind_err)?;
     let lmtp = config

@@ -239,6 +239,10 @@ impl AllowList {
     pub fn contains(&self, ip: IpAddr) -> bool {
         self.0.iter().any(|n| n.contains(&ip))
     }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
 }
 
 /// Whether an address lies in the exclusion list: private, loopback, link-local (the cloud

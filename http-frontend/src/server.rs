@@ -36,6 +36,9 @@ pub struct ServerLimits {
     /// A declared Content-Length over this is refused before routing (the largest body any route
     /// takes; each route checks its own, smaller, limit).
     pub max_body: usize,
+    /// Peers whose `X-Forwarded-For` names the client (`COURRIER_TRUSTED_PROXIES`); empty: the
+    /// header is ignored, the TCP peer is the client.
+    pub trusted_proxies: courrier_core::egress::AllowList,
 }
 
 impl Default for ServerLimits {
@@ -46,6 +49,7 @@ impl Default for ServerLimits {
             reserved_connections: 64,
             shutdown_grace: Duration::from_secs(30),
             max_body: crate::routes::max_body_limit(),
+            trusted_proxies: Default::default(),
         }
     }
 }
@@ -146,12 +150,19 @@ pub async fn serve(
         let _ = stream.set_nodelay(true);
         let router = router.clone();
         let max_body = limits.max_body;
+        let trusted = (!limits.trusted_proxies.is_empty() && limits.trusted_proxies.contains(peer.ip()))
+            .then(|| limits.trusted_proxies.clone());
         // The peer's address rides in a task-local (login throttling per source): an extension
         // would allocate a map on every request.
         let service = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
             let allowed = !reserved || req.uri().path().starts_with(RESERVED_PREFIX);
+            // Behind a trusted proxy the client is the address it forwarded.
+            let client = match &trusted {
+                Some(proxies) => std::net::SocketAddr::new(forwarded_client(peer.ip(), req.headers(), proxies), 0),
+                None => peer,
+            };
             let handled = allowed.then(|| crate::context::handle(router.clone(), max_body, req));
-            PEER.scope(PeerAddr(peer), async move {
+            PEER.scope(PeerAddr(client), async move {
                 match handled {
                     Some(handled) => Ok(handled.await),
                     // An error from the service makes hyper close the connection unanswered.
@@ -178,7 +189,38 @@ pub async fn serve(
     Ok(())
 }
 
-/// The address of the client at the other end of the connection.
+/// The client of a request that came through `peer`, a trusted proxy: the rightmost address of
+/// `X-Forwarded-For` (every field of it, in order) that is not itself a trusted proxy. Each proxy
+/// appends the address it was connected from, so only the right end is vouched for; what a
+/// client writes on the left is its own claim and is skipped over, never believed. An entry that
+/// does not parse as an address ends the walk at the hop that forwarded it.
+pub fn forwarded_client(
+    peer: std::net::IpAddr,
+    headers: &http::HeaderMap,
+    proxies: &courrier_core::egress::AllowList,
+) -> std::net::IpAddr {
+    let hops: Vec<&str> = headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .collect();
+    let mut client = peer;
+    for hop in hops.iter().rev() {
+        if !proxies.contains(client) {
+            break;
+        }
+        match hop.parse::<std::net::IpAddr>() {
+            Ok(ip) => client = ip,
+            Err(_) => break,
+        }
+    }
+    client
+}
+
+/// The address of the client at the other end of the connection (behind a trusted proxy, the
+/// client it forwarded for; its port is then 0, unknown).
 #[derive(Debug, Clone, Copy)]
 pub struct PeerAddr(pub std::net::SocketAddr);
 
@@ -195,5 +237,39 @@ pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         s.clone()
     } else {
         "non-string panic payload".to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::forwarded_client;
+    use courrier_core::egress::AllowList;
+
+    fn client(peer: &str, fields: &[&str], proxies: &str) -> String {
+        let mut headers = http::HeaderMap::new();
+        for f in fields {
+            headers.append("x-forwarded-for", f.parse().unwrap());
+        }
+        forwarded_client(peer.parse().unwrap(), &headers, &AllowList::parse(proxies).unwrap()).to_string()
+    }
+
+    #[test]
+    fn the_client_is_the_rightmost_forwarded_address_no_trusted_proxy_vouches_for_beyond() {
+        let lb = "10.0.0.0/8";
+        assert_eq!(client("10.0.0.5", &["203.0.113.7"], lb), "203.0.113.7");
+        assert_eq!(client("10.0.0.5", &[], lb), "10.0.0.5", "nothing forwarded: the proxy itself");
+        // Two proxies of ours in a row, then the client.
+        assert_eq!(client("10.0.0.5", &["203.0.113.7, 10.0.0.9"], lb), "203.0.113.7");
+        assert_eq!(client("10.0.0.5", &["203.0.113.7", "10.0.0.9"], lb), "203.0.113.7", "fields read in order");
+        // What the client wrote itself on the left is never believed.
+        assert_eq!(client("10.0.0.5", &["198.51.100.1, 203.0.113.7"], lb), "203.0.113.7");
+        assert_eq!(client("10.0.0.5", &["unknown, 203.0.113.7"], lb), "203.0.113.7");
+        assert_eq!(
+            client("10.0.0.5", &["203.0.113.7, garbage"], lb),
+            "10.0.0.5",
+            "a bad hop: the last one vouched for"
+        );
+        assert_eq!(client("10.0.0.5", &["2001:db8::1"], lb), "2001:db8::1");
+        assert_eq!(client("10.0.0.5", &["10.0.0.8, 10.0.0.9"], lb), "10.0.0.8", "only proxies: the farthest");
     }
 }

@@ -183,6 +183,36 @@ fn a_subscriber_signs_in_by_mailed_link_and_manages_only_its_own_subscriptions()
     me(&app, "GET", "/api/v1/me/session", &s, false, None).expect_error(401, "unauthenticated");
 }
 
+/// Behind a load balancer every request comes from its address: per-source limits count each
+/// forwarded client apart only when the balancer is trusted (`COURRIER_TRUSTED_PROXIES`), and
+/// otherwise the header is anybody's to write and changes nothing.
+#[test]
+fn behind_a_trusted_proxy_each_forwarded_client_has_its_own_login_link_limit_and_otherwise_the_header_is_ignored() {
+    let ask = |app: &TestApp, n: usize, forwarded: &str| {
+        let body = serde_json::to_vec(&json!({ "email": format!("p{n}@example.net") })).unwrap();
+        app.client.request(
+            "POST",
+            "/api/v1/me/login-link",
+            &[("content-type", "application/json"), ("x-forwarded-for", forwarded)],
+            Some(&body),
+        )
+    };
+    let app = TestApp::spawn_with(&[("COURRIER_TRUSTED_PROXIES", "127.0.0.0/8")]);
+    for n in 0..5 {
+        assert_eq!(ask(&app, n, "203.0.113.7").status, 202);
+    }
+    ask(&app, 5, "203.0.113.7").expect_error(429, "rate_limited");
+    // A client cannot start afresh by writing another address before its own.
+    ask(&app, 6, "198.51.100.1, 203.0.113.7").expect_error(429, "rate_limited");
+    assert_eq!(ask(&app, 7, "203.0.113.8").status, 202, "another client behind the same balancer");
+    drop(app);
+    let app = TestApp::spawn();
+    for n in 0..5 {
+        assert_eq!(ask(&app, n, &format!("203.0.113.{n}")).status, 202);
+    }
+    ask(&app, 5, "203.0.113.99").expect_error(429, "rate_limited");
+}
+
 #[test]
 fn login_links_are_limited_per_address_then_per_source() {
     let app = TestApp::spawn();
