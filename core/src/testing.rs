@@ -168,6 +168,11 @@ impl crate::ocr::images::ImageCodec for NoImages {
 pub struct MemoryBlobs(std::sync::Mutex<std::collections::HashMap<String, Vec<u8>>>);
 
 impl crate::ocr::blobs::BlobStore for MemoryBlobs {
+    /// One process only: the in-process gate of `ocr::retention` orders it.
+    fn hold(&self, _: crate::ocr::blobs::Hold) -> Result<crate::ocr::blobs::BlobHold, crate::ocr::blobs::BlobError> {
+        Ok(crate::ocr::blobs::BlobHold::new(()))
+    }
+
     fn put(&self, bytes: &[u8]) -> Result<crate::ocr::blobs::BlobId, crate::ocr::blobs::BlobError> {
         let id = crate::ocr::blobs::BlobId::of(bytes);
         self.0.lock().expect("poisoned").insert(id.as_str().to_owned(), bytes.to_vec());

@@ -3,7 +3,7 @@
 //! into place and the directory synced: a crash leaves either no file or the whole file.
 
 use crate::kernel::secrets;
-use crate::ocr::blobs::{BlobError, BlobId, BlobStore};
+use crate::ocr::blobs::{BlobError, BlobHold, BlobId, BlobStore, Hold};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -26,7 +26,22 @@ fn sync_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::File::open(dir)?.sync_all()
 }
 
+/// The lock file every process sharing the directory `flock`s (shared to store, alone to remove):
+/// the kernel (or the NFS server's lock manager, for a directory several hosts mount) orders them,
+/// and a process that dies lets go with its descriptors.
+const GATE: &str = ".blob-gate";
+
 impl BlobStore for FsBlobStore {
+    fn hold(&self, hold: Hold) -> Result<BlobHold, BlobError> {
+        std::fs::create_dir_all(&self.dir)?;
+        let file = std::fs::File::options().create(true).truncate(false).write(true).open(self.dir.join(GATE))?;
+        match hold {
+            Hold::Store => file.lock_shared()?,
+            Hold::Removal => file.lock()?,
+        }
+        Ok(BlobHold::new(file))
+    }
+
     fn put(&self, bytes: &[u8]) -> Result<BlobId, BlobError> {
         let id = BlobId::of(bytes);
         let path = self.path_of(&id);
@@ -78,6 +93,33 @@ impl BlobStore for FsBlobStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What another process sees: its own open of the lock file (a `flock` belongs to the open
+    /// file, so two opens in one process conflict as two processes would).
+    fn another_process_may(dir: &Path, hold: Hold) -> bool {
+        let file = std::fs::File::options().write(true).open(dir.join(GATE)).unwrap();
+        let tried = match hold {
+            Hold::Store => file.try_lock_shared(),
+            Hold::Removal => file.try_lock(),
+        };
+        tried.is_ok()
+    }
+
+    #[test]
+    fn a_store_in_progress_holds_off_every_process_s_removals_and_a_removal_holds_off_stores() {
+        let dir = tempfile::tempdir().unwrap();
+        let one = FsBlobStore::new(dir.path().join("docs"));
+        let docs = dir.path().join("docs");
+        let storing = one.hold(Hold::Store).unwrap();
+        assert!(!another_process_may(&docs, Hold::Removal), "a removal waits for the upload's commit");
+        assert!(another_process_may(&docs, Hold::Store), "uploads do not wait for one another");
+        drop(storing);
+        assert!(another_process_may(&docs, Hold::Removal));
+        let removing = FsBlobStore::new(&docs).hold(Hold::Removal).unwrap();
+        assert!(!another_process_may(&docs, Hold::Store), "an upload waits for the removal to end");
+        drop(removing);
+        assert!(another_process_may(&docs, Hold::Store));
+    }
 
     #[test]
     fn stores_once_by_content_and_reads_back() {

@@ -30,7 +30,31 @@ pub enum BlobError {
     Missing(String),
 }
 
+/// What a [`BlobHold`] is held for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hold {
+    /// Shared: from storing a file until the record naming it is committed.
+    Store,
+    /// Alone: from judging a file unused until it is removed.
+    Removal,
+}
+
+/// A hold on the store, released when dropped.
+pub struct BlobHold(#[allow(dead_code, reason = "held for its drop")] Box<dyn Send>);
+
+impl BlobHold {
+    pub fn new(held: impl Send + 'static) -> Self {
+        Self(Box::new(held))
+    }
+}
+
 pub trait BlobStore: Send + Sync {
+    /// Orders uploads and removals across EVERY process sharing this store (servers on one
+    /// PostgreSQL, `courrier worker` or a CLI command beside `serve`). Files are shared by
+    /// content: without it, a removal in one process could judge a file unused and delete it just
+    /// after an upload in another stored the same bytes, before that upload's record committed,
+    /// leaving a record that names no file.
+    fn hold(&self, hold: Hold) -> Result<BlobHold, BlobError>;
     /// Stores `bytes` durably (written, synced, then renamed into place) and names it.
     fn put(&self, bytes: &[u8]) -> Result<BlobId, BlobError>;
     fn get(&self, id: &BlobId) -> Result<Vec<u8>, BlobError>;

@@ -212,6 +212,8 @@ pub fn submit(app: &Service, p: &Principal, ctx: &RequestCtx, upload: Upload) ->
     // Held until the record is committed: a retention sweep cannot remove a file with the same
     // content between its storing and the record naming it (retention.rs).
     let _storing = super::retention::BLOB_GATE.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+    // And in every other process sharing the store (the same order everywhere: gate, then hold).
+    let _storing_everywhere = app.blobs.hold(super::blobs::Hold::Store)?;
     let stored = std::time::Instant::now();
     let blob = app.blobs.put(&upload.bytes)?;
     timings.store += stored.elapsed();

@@ -6,7 +6,8 @@
 //!
 //! The document store is content-addressed: two documents with the same bytes share one file, so a
 //! file is removed only once no document names it. An upload stores the file before it commits
-//! its record; [`BLOB_GATE`] keeps a removal from slipping between the two within this process.
+//! its record; [`BLOB_GATE`] keeps a removal from slipping between the two within this process,
+//! and the store's [`BlobStore::hold`] across the processes sharing the store.
 
 use super::Service;
 use super::blobs::{BlobId, BlobStore};
@@ -17,7 +18,9 @@ use crate::storage::{StoreError, in_read, in_write};
 use std::sync::{Arc, RwLock};
 
 /// Uploads hold it shared from storing their file until their record is committed; removals hold
-/// it alone from checking a file is unused until it is gone.
+/// it alone from checking a file is unused until it is gone. Taken before the store's own
+/// cross-process hold (one order everywhere), it also keeps this process's threads from queueing
+/// on the lock file or advisory lock one by one.
 pub(super) static BLOB_GATE: RwLock<()> = RwLock::new(());
 
 const MICROS_PER_DAY: f64 = 86_400.0 * 1_000_000.0;
@@ -99,6 +102,7 @@ fn remove_unused(
     ids.dedup();
     for id in &ids {
         let _alone = BLOB_GATE.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _alone_everywhere = blobs.hold(super::blobs::Hold::Removal)?;
         if !in_read(store, |tx| tx.ocr_blob_in_use(id))? {
             blobs.delete(id)?;
         }

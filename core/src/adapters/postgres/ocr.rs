@@ -4,7 +4,7 @@
 use super::{PgTx, Pool, corrupt, get, map_err, paged};
 use crate::access::model::UserId;
 use crate::kernel::{Page, Paged, Timestamp};
-use crate::ocr::blobs::{BlobError, BlobId, BlobStore};
+use crate::ocr::blobs::{BlobError, BlobHold, BlobId, BlobStore, Hold};
 use crate::ocr::engine::Language;
 use crate::ocr::intake::DocumentKind;
 use crate::ocr::model::{Document, DocumentState, Maintenance, OcrId, Profile};
@@ -150,7 +150,38 @@ impl PgBlobs {
     }
 }
 
+/// The advisory lock ordering uploads and removals of `ocr_blobs` across servers.
+pub(super) const BLOB_GATE: i64 = 0x636f_7572_7269_6504;
+
+/// A session advisory lock held on a pooled connection of its own; released, and the connection
+/// given back, when dropped (or by the server, if the connection dies).
+struct PgHold {
+    conn: Option<super::Conn>,
+    shared: bool,
+}
+
+impl Drop for PgHold {
+    fn drop(&mut self) {
+        let Some(mut conn) = self.conn.take() else { return };
+        let unlock = if self.shared { "SELECT pg_advisory_unlock_shared($1)" } else { "SELECT pg_advisory_unlock($1)" };
+        if let Err(e) = conn.client.execute(unlock, &[&BLOB_GATE]) {
+            // The session may still hold it: the connection must not go back to the pool.
+            tracing::warn!(error = %e, "cannot release the document store's lock: connection dropped");
+            let _ = conn.client.batch_execute("SELECT pg_advisory_unlock_all()");
+        }
+    }
+}
+
 impl BlobStore for PgBlobs {
+    fn hold(&self, hold: Hold) -> Result<BlobHold, BlobError> {
+        let failed = |e: StoreError| BlobError::Io(std::io::Error::other(e.to_string()));
+        let mut conn = self.pool.get().map_err(|_| failed(StoreError::Busy))?;
+        let shared = hold == Hold::Store;
+        let lock = if shared { "SELECT pg_advisory_lock_shared($1)" } else { "SELECT pg_advisory_lock($1)" };
+        conn.client.execute(lock, &[&BLOB_GATE]).map_err(|e| failed(map_err(e)))?;
+        Ok(BlobHold::new(PgHold { conn: Some(conn), shared }))
+    }
+
     fn put(&self, bytes: &[u8]) -> Result<BlobId, BlobError> {
         let id = BlobId::of(bytes);
         // The same content stored twice (or by two servers at once) is one row.

@@ -652,3 +652,33 @@ fn the_same_idempotency_key_sent_to_two_servers_executes_once() {
     assert_eq!((ran, replayed), (1, 1));
     assert_eq!(in_read(&*apps[1].store, |tx| tx.open_sends(None)).unwrap(), 1, "one send");
 }
+
+#[test]
+fn a_document_store_in_progress_on_one_server_holds_off_removals_on_every_other() {
+    use crate::ocr::blobs::{BlobStore as _, Hold};
+    let server = TestServer::start().unwrap();
+    let (url, store) = fresh(&server);
+    let blobs = store.blobs();
+    let mut two = other(&url);
+    let gate = super::ocr::BLOB_GATE;
+    let may = |c: &mut postgres::Client, hold: Hold| -> bool {
+        let (lock, unlock) = match hold {
+            Hold::Store => ("SELECT pg_try_advisory_lock_shared($1)", "SELECT pg_advisory_unlock_shared($1)"),
+            Hold::Removal => ("SELECT pg_try_advisory_lock($1)", "SELECT pg_advisory_unlock($1)"),
+        };
+        let got: bool = c.query_one(lock, &[&gate]).unwrap().get(0);
+        if got {
+            c.execute(unlock, &[&gate]).unwrap();
+        }
+        got
+    };
+    let storing = blobs.hold(Hold::Store).unwrap();
+    assert!(!may(&mut two, Hold::Removal), "another server's removal waits for the upload's commit");
+    assert!(may(&mut two, Hold::Store), "uploads do not wait for one another");
+    drop(storing);
+    assert!(may(&mut two, Hold::Removal), "released, and its connection back in the pool unlocked");
+    let removing = blobs.hold(Hold::Removal).unwrap();
+    assert!(!may(&mut two, Hold::Store), "another server's upload waits for the removal");
+    drop(removing);
+    assert!(may(&mut two, Hold::Store));
+}
