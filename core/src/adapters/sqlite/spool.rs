@@ -289,7 +289,8 @@ mod tests {
             envelope_from: None,
             raw: &raw,
         };
-        let first = SqliteSpool::open(&path).unwrap().put(&[m.clone()], Timestamp::from_unix_secs(1)).unwrap();
+        let first =
+            SqliteSpool::open(&path).unwrap().put(std::slice::from_ref(&m), Timestamp::from_unix_secs(1)).unwrap();
         for suffix in ["", "-wal", "-shm"] {
             let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
         }
