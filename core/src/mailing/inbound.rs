@@ -374,8 +374,8 @@ pub fn process_waiting(app: &Service) -> Result<u64, super::MailingError> {
 
 /// Processes the messages still `received` with an id above `cursor`, moving it past them, in
 /// batches ([`process_batch`]): a processing loop keeps its cursor, so a message left waiting for
-/// another role's handler is looked at once per start, not on every round. How many were
-/// processed.
+/// another role's handler is looked at once per start, not on every round. Before each look, the
+/// spool's oldest messages are moved in ([`move_spooled`]). How many were processed.
 pub fn process_after(app: &Service, cursor: &mut Option<InboundId>) -> Result<u64, super::MailingError> {
     let mut n = 0;
     loop {
@@ -400,23 +400,28 @@ pub fn process_after(app: &Service, cursor: &mut Option<InboundId>) -> Result<u6
 
 /// Messages moved from the spool per transaction of the main database.
 const MOVE_BATCH: u32 = 64;
+/// Batches moved per call of [`move_spooled`]: while LMTP keeps the spool filling, processing
+/// (which calls it before each look at the inbound store) still gets its turn.
+const MOVE_BATCHES: usize = 4;
 
-/// Moves every message in the spool (if any) into the inbound store, oldest first, in batches:
-/// each batch one write transaction of the main database recording every message's spool key
-/// with it, then deleted from the spool. A message whose key is already there (a move repeated
-/// after a crash between the commit and the delete) is not added again. How many were added.
+/// Moves the oldest messages in the spool (if any) into the inbound store, at most
+/// [`MOVE_BATCHES`] batches: each batch one write transaction of the main database recording
+/// every message's spool key with it, then deleted from the spool. A message whose key is
+/// already there (a move repeated after a crash between the commit and the delete) is not added
+/// again. How many were added.
 pub fn move_spooled(app: &Service) -> Result<u64, super::MailingError> {
     let Some(spool) = &app.mail_in.spool else { return Ok(0) };
     let mut n = 0;
-    loop {
+    for _ in 0..MOVE_BATCHES {
         let batch = spool.oldest(MOVE_BATCH)?;
         if batch.is_empty() {
-            return Ok(n);
+            break;
         }
         n += copy_spooled(app, &batch)?;
         let keys: Vec<String> = batch.into_iter().map(|m| m.key).collect();
         spool.forget(&keys)?;
     }
+    Ok(n)
 }
 
 /// The first half of a move: the messages added to the inbound store with their spool keys, in
@@ -766,6 +771,32 @@ pub(crate) mod tests {
         let m = state_of_opt(&app, InboundId::from_stored(1)).unwrap();
         assert_eq!((m.state, m.outcome.as_deref(), m.raw.as_slice()), (InboundState::Done, Some("posted"), &raw[..]));
         assert_eq!((inbound_rows(&app), sends_submitted(&app)), (1, 1));
+    }
+
+    #[test]
+    fn a_spool_fuller_than_one_move_is_moved_a_part_at_a_time_and_all_processed_in_one_round() {
+        let (app, dir) = world();
+        drop(app);
+        let app = restarted(dir.path());
+        let r = resolve(&app, "news@example.org").unwrap();
+        let raws: Vec<String> = (0..300)
+            .map(|i| format!("From: m@example.net\r\nSubject: {i}\r\nMessage-ID: <m{i}@x>\r\n\r\nx\r\n"))
+            .collect();
+        let news: Vec<NewInbound<'_>> = raws
+            .iter()
+            .map(|raw| NewInbound {
+                list_id: r.list.id,
+                role: &r.role,
+                recipient: &r.address,
+                envelope_from: None,
+                raw: raw.as_bytes(),
+            })
+            .collect();
+        app.mail_in.spool.as_ref().unwrap().put(&news, app.clock.now()).unwrap();
+        assert_eq!(move_spooled(&app).unwrap(), u64::from(MOVE_BATCH) * MOVE_BATCHES as u64, "one part");
+        assert_eq!(waiting(&app, 1000).unwrap(), 300);
+        assert_eq!(process_waiting(&app).unwrap(), 300, "the rest moved and everything processed");
+        assert_eq!((waiting(&app, 1000).unwrap(), sends_submitted(&app)), (0, 300));
     }
 
     #[test]
