@@ -62,6 +62,8 @@ struct Backend {
     limits: Option<(Arc<dyn access::limits::Limits>, Arc<dyn access::limits::Counters>)>,
     /// Who runs each periodic job of the installation.
     jobs: Arc<dyn courrier_core::storage::jobs::JobLocks>,
+    /// Where LMTP commits what it accepts; `None`: the main database itself.
+    spool: Option<Arc<dyn mailing::ports::Spool>>,
 }
 
 /// On PostgreSQL (`COURRIER_DATABASE_URL`) every server reads the data key from the database,
@@ -95,7 +97,12 @@ fn open_backend(config: &Config, now_micros: i64) -> Result<Backend, CliError> {
             config.data_dir.join("jobs"),
             courrier_core::adapters::job_files::this_process(),
         ));
-        return Ok(Backend { stores: stores(Arc::new(store)), data_key, blobs: None, limits: None, jobs });
+        // Accepted mail is committed in a file of its own, so an LMTP 250 never waits for the main
+        // database's writer (processing and delivery commit there). Missing: created; unreadable:
+        // the start is refused (it may hold acknowledged mail).
+        let spool = courrier_core::adapters::sqlite::SqliteSpool::open(&config.data_dir.join("spool.db"))?;
+        let spool: Option<Arc<dyn mailing::ports::Spool>> = Some(Arc::new(spool));
+        return Ok(Backend { stores: stores(Arc::new(store)), data_key, blobs: None, limits: None, jobs, spool });
     };
     let master = master_key(config)?.expect("checked before");
     let store = courrier_core::adapters::PostgresStore::open(url, now_micros)?;
@@ -108,7 +115,16 @@ fn open_backend(config: &Config, now_micros: i64) -> Result<Backend, CliError> {
     let limits = Arc::new(store.limits());
     // Every host of the installation: a session advisory lock per job on the shared database.
     let jobs = Arc::new(store.job_locks(courrier_core::adapters::job_files::this_process()));
-    Ok(Backend { stores: stores(Arc::new(store)), data_key, blobs, limits: Some((limits.clone(), limits)), jobs })
+    // On PostgreSQL, LMTP stores in the shared database directly (no spool): a local spool per
+    // server would strand acknowledged mail on a server that never comes back.
+    Ok(Backend {
+        stores: stores(Arc::new(store)),
+        data_key,
+        blobs,
+        limits: Some((limits.clone(), limits)),
+        jobs,
+        spool: None,
+    })
 }
 
 /// Creates the data directory (owner-only: it will hold the data key and the documents) and
@@ -152,7 +168,7 @@ pub fn wire(config: &Config, build: BuildInfo) -> Result<Services, CliError> {
     if let Some(blobs) = backend.blobs {
         ocr_adapters.blobs = blobs;
     }
-    let Backend { stores, data_key, limits, jobs, .. } = backend;
+    let Backend { stores, data_key, limits, jobs, spool, .. } = backend;
     let https = courrier_core::adapters::https::RustlsHttps::new(config.extra_ca.as_deref())
         .map_err(|reason| ConfigError::Invalid { var: "COURRIER_EXTRA_CA", reason })?;
     let tls = courrier_core::adapters::https::tls_config(config.extra_ca.as_deref())
@@ -198,7 +214,7 @@ pub fn wire(config: &Config, build: BuildInfo) -> Result<Services, CliError> {
             Arc::new(courrier_core::adapters::mail_accounts::RustlsAccounts::new(tls)),
         ),
         mime: Arc::new(courrier_core::adapters::mime::MailParserReader),
-        mail_in: Default::default(),
+        mail_in: mailing::inbound::MailIn { spool, ..Default::default() },
     });
     let ocr = Arc::new(ocr::Service::new(Arc::clone(&access), stores.ocr, clock, ocr_adapters));
     Ok(Services { access, mailing, ocr, database: stores.database, jobs, build })

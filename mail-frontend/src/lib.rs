@@ -415,7 +415,7 @@ async fn deliver<W: AsyncWrite + Unpin>(
     let fits: Vec<bool> = env.recipients.iter().map(|r| inbound::check_size(r, size).is_ok()).collect();
     let to_store: Vec<Resolved> =
         env.recipients.iter().zip(&fits).filter(|(_, f)| **f).map(|(r, _)| r.clone()).collect();
-    let mut stored: std::vec::IntoIter<Result<inbound::InboundId, InboundError>> = match data {
+    let mut stored: std::vec::IntoIter<Result<accept::Taken, InboundError>> = match data {
         Data::Message(raw) if !to_store.is_empty() => {
             let n = to_store.len();
             let (tx, rx) = tokio::sync::oneshot::channel();

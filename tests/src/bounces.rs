@@ -13,7 +13,6 @@ use courrier_core::access::Perm;
 use courrier_core::access::model::{KeyScope, Role};
 use courrier_core::kernel::EventName;
 use courrier_core::mailing::model::SubscriptionPolicy;
-use courrier_core::storage::in_read;
 use courrier_tests::browser::{Browser, BrowserOptions};
 use courrier_tests::harness::{Resp, SmtpSink, TestApp, run_cli_in};
 use courrier_tests::peers::{DnsServer, Receiver};
@@ -117,7 +116,8 @@ impl World {
         let replies = lmtp_deliver(self.app.lmtp.expect("the LMTP server"), rcpt, message);
         assert!(replies.starts_with("250"), "LMTP: {replies}");
         let deadline = Instant::now() + Duration::from_secs(20);
-        while !in_read(&*self.app.core.mailing.store, |tx| tx.inbound_waiting(None, 1)).unwrap().is_empty() {
+        // Waiting: still in the spool of accepted mail, or moved and not processed.
+        while courrier_core::mailing::inbound::waiting(&self.app.core.mailing, 1).unwrap() > 0 {
             assert!(Instant::now() < deadline, "the message was not processed");
             std::thread::sleep(Duration::from_millis(20));
         }

@@ -215,9 +215,10 @@ fn lmtp_answers_451_while_the_database_cannot_take_the_message_and_250_once_it_c
     let sink = SmtpSink::start();
     let (app, key) = setup(&sink, &[]);
     patch_list(&app, &key, json!({ "posting_policy": "open" }));
-    // Another process holds the database's write lock (as a long migration or a stuck writer would).
+    // Another process holds the write lock of the database LMTP commits in, the spool of accepted
+    // mail (as a stuck writer would).
     let mut holder = std::process::Command::new("sqlite3")
-        .arg(app.dir.path().join("courrier.db"))
+        .arg(app.dir.path().join("spool.db"))
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -545,6 +546,10 @@ fn a_server_killed_after_its_250_posts_the_message_once_after_the_restart() {
     assert!(reply.starts_with("250"), "{reply}");
     let dir = app.crash();
     assert!(sink.messages().is_empty(), "nothing was sent before the crash");
+    if !dir.path().join(".test-database-url").exists() {
+        let (waiting, _, _) = inbound_record(dir.path(), 0);
+        assert_eq!((waiting, spooled(dir.path()).len()), (1, 1), "acknowledged: in the spool, not moved yet");
+    }
     let working = [("COURRIER_SMTP_URL", url.as_str()), ("COURRIER_LOG", "warn")];
     let app = courrier_tests::harness::ProcessApp::spawn_in(dir, &working);
     let copies = sink.wait_for(3, Duration::from_secs(60));
@@ -557,18 +562,37 @@ fn a_server_killed_after_its_250_posts_the_message_once_after_the_restart() {
     drop(app);
 }
 
-/// What the database of a stopped or running server says: the inbound messages still waiting,
-/// each message's state and outcome (ids 1..=n), and the `send.submitted` events.
+/// The keys of the messages in the spool of a stopped or running SQLite server (none on
+/// PostgreSQL: LMTP stores there directly).
+fn spooled(dir: &std::path::Path) -> Vec<String> {
+    use courrier_core::mailing::ports::Spool;
+    if dir.join(".test-database-url").exists() {
+        return Vec::new();
+    }
+    let spool = courrier_core::adapters::sqlite::SqliteSpool::open(&dir.join("spool.db")).unwrap();
+    spool.oldest(100_000).unwrap().into_iter().map(|m| m.key).collect()
+}
+
+/// What the databases of a stopped or running server say: the messages still waiting (in the
+/// spool and not moved yet, or moved and not processed), the state and outcome of each message
+/// moved into the inbound store (ids 1..=n), and the `send.submitted` events.
 fn inbound_record(dir: &std::path::Path, n: i64) -> (usize, Vec<(InboundState, Option<String>)>, usize) {
     use courrier_core::mailing::ports::Tx;
+    let spooled = spooled(dir);
     let store = courrier_tests::harness::open_mailing_store(dir);
     let store: &dyn courrier_core::storage::Store<dyn Tx> = &*store;
     in_read(store, |tx| {
-        let waiting = tx.inbound_waiting(None, 10_000)?.len();
+        let mut waiting = tx.inbound_waiting(None, 10_000)?.len();
+        for key in &spooled {
+            if tx.inbound_by_spool_key(key)?.is_none() {
+                waiting += 1;
+            }
+        }
         let mut states = Vec::new();
         for id in 1..=n {
-            let m = tx.inbound_by_id(InboundId::from_stored(id))?.expect("stored");
-            states.push((m.state, m.outcome));
+            if let Some(m) = tx.inbound_by_id(InboundId::from_stored(id))? {
+                states.push((m.state, m.outcome));
+            }
         }
         let events = tx.events_after(None, 100_000)?;
         Ok::<_, courrier_core::storage::StoreError>((
@@ -614,7 +638,7 @@ fn a_server_killed_in_the_middle_of_a_batch_posts_each_stored_post_once_after_th
     }
     let dir = app.crash();
     let (waiting, states, submitted) = inbound_record(dir.path(), N);
-    assert_eq!(waiting, 0);
+    assert_eq!((waiting, states.len()), (0, N as usize));
     assert!(states.iter().all(|(s, o)| *s == InboundState::Done && o.as_deref() == Some("posted")), "{states:?}");
     assert_eq!(submitted, N as usize, "each post became one send, none twice");
 }
@@ -867,5 +891,53 @@ fn processing_and_delivery_threads_run_below_the_lmtp_sessions_priority() {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
+    drop(app);
+}
+
+/// The spool of accepted mail is never replaced: a damaged one (it may hold acknowledged mail)
+/// stops the start with a message naming it and what to do; a missing one is made anew.
+#[test]
+fn a_server_whose_spool_of_accepted_mail_is_damaged_refuses_to_start_naming_the_file() {
+    if courrier_tests::harness::skip_on_postgres("LMTP stores in PostgreSQL directly: no spool file") {
+        return;
+    }
+    let dir = prepared_dir(0);
+    let spool = dir.path().join("spool.db");
+    for made_by_the_cli in ["spool.db", "spool.db-wal", "spool.db-shm"] {
+        std::fs::remove_file(dir.path().join(made_by_the_cli)).ok();
+    }
+    std::fs::write(&spool, vec![b'#'; 8192]).unwrap();
+    let data_dir = dir.path().to_str().unwrap();
+    let port = courrier_tests::harness::free_port();
+    let mut child = std::process::Command::new(courrier_tests::harness::courrier_bin())
+        .args(["--data-dir", data_dir, "serve"])
+        .env("COURRIER_LISTEN", format!("127.0.0.1:{port}"))
+        .env("COURRIER_LMTP_LISTEN", format!("127.0.0.1:{}", courrier_tests::harness::free_port()))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the server started on a damaged spool");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(69), "unavailable: {err}");
+    assert!(err.contains(spool.to_str().unwrap()) && err.contains("spool of accepted mail"), "{err}");
+    assert!(err.contains("move it aside"), "{err}");
+    assert_eq!(std::fs::read(&spool).unwrap(), vec![b'#'; 8192], "left as it was");
+    // Moved aside: the server starts with a new, empty spool.
+    std::fs::rename(&spool, dir.path().join("spool.db.damaged")).unwrap();
+    let app = courrier_tests::harness::ProcessApp::spawn_in(dir, &[("COURRIER_LOG", "warn")]);
+    assert!(app.dir.path().join("spool.db").exists());
     drop(app);
 }

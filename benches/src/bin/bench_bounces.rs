@@ -480,16 +480,30 @@ fn post(i: u64) -> String {
     )
 }
 
-/// Waits until the server processed every stored message (none left `received`), reading its
-/// database; the time from `since`.
+/// Waits until the server processed every stored message (none left in its spool of accepted
+/// mail, when the build has one, and none left `received`), reading its databases; the time from
+/// `since`.
 fn drained(db: &Path, since: Instant, server: &mut Server) -> Result<Duration, String> {
-    let conn = rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-        .map_err(|e| format!("cannot open {}: {e}", db.display()))?;
+    let open = |path: &Path| {
+        rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .map_err(|e| format!("cannot open {}: {e}", path.display()))
+    };
+    let conn = open(db)?;
+    let spool_path = db.with_file_name("spool.db");
+    let spool = if spool_path.exists() { Some(open(&spool_path)?) } else { None };
     let deadline = Instant::now() + Duration::from_secs(1800);
     loop {
-        let waiting: i64 = conn
+        // The spool first: a message moved meanwhile is then seen `received` in the inbound store.
+        let spooled: i64 = match &spool {
+            Some(spool) => spool
+                .query_row("SELECT COUNT(*) FROM spool", [], |r| r.get(0))
+                .map_err(|e| format!("cannot read the spool: {e}"))?,
+            None => 0,
+        };
+        let received: i64 = conn
             .query_row("SELECT COUNT(*) FROM inbound WHERE state = 'received'", [], |r| r.get(0))
             .map_err(|e| format!("cannot read the inbound store: {e}"))?;
+        let waiting = spooled + received;
         if waiting == 0 {
             return Ok(since.elapsed());
         }

@@ -557,12 +557,35 @@ impl Floor {
     }
 }
 
-/// The inbound store's size, read from the server's database file (WAL: a reader beside it).
+/// The messages a server has taken, read from its database files (WAL: readers beside it): the
+/// inbound store's rows, plus the messages still in its spool of accepted mail (`spool.db`, when
+/// the build has one) not moved into the inbound store yet. The spool is read first: a message
+/// moved meanwhile is then found in the inbound store by its spool key, counted once.
 fn count_inbound(db: &Path) -> Result<u64, String> {
     let e = |e: rusqlite::Error| format!("reading {}: {e}", db.display());
-    let conn = rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(e)?;
-    conn.busy_timeout(Duration::from_secs(5)).map_err(e)?;
-    let n: i64 = conn.query_row("SELECT COUNT(*) FROM inbound", [], |r| r.get(0)).map_err(e)?;
+    let open = |path: &Path| -> Result<rusqlite::Connection, String> {
+        let conn =
+            rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(e)?;
+        conn.busy_timeout(Duration::from_secs(5)).map_err(e)?;
+        Ok(conn)
+    };
+    let spool_path = db.with_file_name("spool.db");
+    let spooled: Vec<String> = if spool_path.exists() {
+        let spool = open(&spool_path)?;
+        let mut st = spool.prepare("SELECT (SELECT generation FROM spool_file) || ':' || id FROM spool").map_err(e)?;
+        st.query_map([], |r| r.get(0)).and_then(Iterator::collect).map_err(e)?
+    } else {
+        Vec::new()
+    };
+    let mut conn = open(db)?;
+    let tx = conn.transaction().map_err(e)?;
+    let mut n: i64 = tx.query_row("SELECT COUNT(*) FROM inbound", [], |r| r.get(0)).map_err(e)?;
+    for key in &spooled {
+        let moved: bool = tx
+            .query_row("SELECT EXISTS (SELECT 1 FROM inbound WHERE spool_key = ?1)", [key], |r| r.get(0))
+            .map_err(e)?;
+        n += i64::from(!moved);
+    }
     Ok(u64::try_from(n).unwrap_or(0))
 }
 

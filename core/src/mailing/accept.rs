@@ -20,11 +20,19 @@
 //!   earlier in the connection ([`Resolved`] kept per connection), and a list deleted or renamed
 //!   since is found here ([`InboundError::UnknownAddress`] for that recipient), its size limit as
 //!   it is now ([`InboundError::TooLarge`]).
+//! - with a spool ([`super::inbound::MailIn::spool`], the SQLite installation's `spool.db`), the
+//!   jobs' messages are committed there, not in the main database: the lists are looked up in a
+//!   read transaction of the main database (a reader never waits for its writer), and the one
+//!   commit is the spool's, whose writer is this thread alone (processing only deletes what it
+//!   moved, without an fsync). An accept then never queues behind processing's and delivery's
+//!   commits. Processing moves the spooled messages into the inbound store
+//!   ([`super::inbound::move_spooled`]).
 
 use super::Service;
 use super::inbound::{InboundError, InboundId, Resolved, parse_recipient};
-use super::ports::NewInbound;
-use crate::storage::{StoreError, in_nested, in_write};
+use super::model::ListId;
+use super::ports::{NewInbound, Spool};
+use crate::storage::{StoreError, in_nested, in_read, in_write};
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -78,15 +86,24 @@ impl RecipientMemory {
 
     /// Takes in a store's outcome for `address`: a list gone, renamed or with its limit lowered
     /// since the `RCPT` makes what was remembered of it stale.
-    pub fn stored(&mut self, address: &str, outcome: &Result<InboundId, InboundError>) {
+    pub fn stored(&mut self, address: &str, outcome: &Result<Taken, InboundError>) {
         if matches!(outcome, Err(InboundError::UnknownAddress(_) | InboundError::TooLarge { .. })) {
             self.known.remove(&address.to_ascii_lowercase());
         }
     }
 }
 
-/// Each recipient's outcome, in the job's order: the stored message's id, or why not.
-pub type Stored = Vec<Result<InboundId, InboundError>>;
+/// Where an accepted message was committed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Taken {
+    /// In the inbound store of the main database, under this id.
+    Inbound(InboundId),
+    /// In the spool, under this key (moved into the inbound store by processing).
+    Spool(String),
+}
+
+/// Each recipient's outcome, in the job's order: where the message was committed, or why not.
+pub type Stored = Vec<Result<Taken, InboundError>>;
 type Done = Box<dyn FnOnce(Stored) + Send>;
 
 /// One message to store for its recipients; `done` is called once with the outcome, after the
@@ -253,8 +270,12 @@ fn run(app: &Service, shared: &Shared) {
     }
 }
 
-/// Stores the jobs in one transaction, each in its own nested unit; each job's outcome.
+/// Stores the jobs in one transaction (the spool's when there is one), each in its own nested
+/// unit; each job's outcome.
 fn store_jobs(app: &Service, jobs: &[Job]) -> Vec<Stored> {
+    if let Some(spool) = &app.mail_in.spool {
+        return spool_jobs(app, &**spool, jobs);
+    }
     let now = app.clock.now();
     let stored = in_write(&*app.store, |tx| {
         Ok::<_, StoreError>(
@@ -272,9 +293,79 @@ fn store_jobs(app: &Service, jobs: &[Job]) -> Vec<Stored> {
     }
 }
 
+/// The jobs' messages committed in the spool, in one commit: the lists checked first in one read
+/// transaction of the main database ([`check_one`]). A refusal stays the recipient's; a failed
+/// read or commit answers every other recipient with the store's error (the MTA retries).
+fn spool_jobs(app: &Service, spool: &dyn Spool, jobs: &[Job]) -> Vec<Stored> {
+    let now = app.clock.now();
+    let all_failed = |e: &StoreError| -> Vec<Stored> {
+        jobs.iter().map(|job| vec![Err(InboundError::Store(e.clone())); job.recipients.len()]).collect()
+    };
+    let checked = match in_read(&*app.store, |tx| {
+        jobs.iter().map(|job| check_one(tx, job)).collect::<Result<Vec<_>, StoreError>>()
+    }) {
+        Ok(checked) => checked,
+        Err(e) => return all_failed(&e),
+    };
+    let mut rows = Vec::new();
+    for (job, checked) in jobs.iter().zip(&checked) {
+        for (r, c) in job.recipients.iter().zip(checked) {
+            if let Ok(list_id) = c {
+                rows.push(NewInbound {
+                    list_id: *list_id,
+                    role: &r.role,
+                    recipient: &r.address,
+                    envelope_from: job.envelope_from.as_deref(),
+                    raw: &job.raw,
+                });
+            }
+        }
+    }
+    let keys = if rows.is_empty() { Ok(Vec::new()) } else { spool.put(&rows, now) };
+    let mut keys = match keys {
+        Ok(keys) => keys.into_iter(),
+        Err(e) => return all_failed(&e),
+    };
+    checked
+        .into_iter()
+        .map(|checked| {
+            checked
+                .into_iter()
+                .map(|c| match c {
+                    Ok(_) => keys.next().map(Taken::Spool).ok_or(InboundError::Store(StoreError::Busy)),
+                    Err(e) => Err(e),
+                })
+                .collect()
+        })
+        .collect()
+}
+
 /// One job's rows: for each recipient whose list is still there under the same name, and whose
 /// size limit the message fits, one stored message.
 fn store_one(tx: &mut dyn super::ports::Tx, job: &Job, now: crate::kernel::Timestamp) -> Result<Stored, StoreError> {
+    let checked = check_one(tx, job)?;
+    let mut out = Vec::with_capacity(checked.len());
+    for (r, c) in job.recipients.iter().zip(checked) {
+        out.push(match c {
+            Ok(list_id) => Ok(Taken::Inbound(tx.insert_inbound(
+                &NewInbound {
+                    list_id,
+                    role: &r.role,
+                    recipient: &r.address,
+                    envelope_from: job.envelope_from.as_deref(),
+                    raw: &job.raw,
+                },
+                now,
+            )?)),
+            Err(e) => Err(e),
+        });
+    }
+    Ok(out)
+}
+
+/// Each recipient's list as it is now: its id when it is still there under the same name and the
+/// message fits its size limit, or why not.
+fn check_one(tx: &mut dyn super::ports::Tx, job: &Job) -> Result<Vec<Result<ListId, InboundError>>, StoreError> {
     let mut out = Vec::with_capacity(job.recipients.len());
     for r in &job.recipients {
         let unknown = || InboundError::UnknownAddress(r.address.chars().take(256).collect());
@@ -293,17 +384,7 @@ fn store_one(tx: &mut dyn super::ports::Tx, job: &Job, now: crate::kernel::Times
             out.push(Err(InboundError::TooLarge { limit_kb: list.policies.max_message_kb }));
             continue;
         }
-        let id = tx.insert_inbound(
-            &NewInbound {
-                list_id: list.id,
-                role: &r.role,
-                recipient: &r.address,
-                envelope_from: job.envelope_from.as_deref(),
-                raw: &job.raw,
-            },
-            now,
-        )?;
-        out.push(Ok(id));
+        out.push(Ok(list.id));
     }
     Ok(out)
 }
@@ -328,6 +409,13 @@ mod tests {
             recipients: vec![to.clone()],
             raw,
             done: Box::new(move |stored| out.send(stored).unwrap()),
+        }
+    }
+
+    fn inbound_id(taken: &Result<Taken, InboundError>) -> InboundId {
+        match taken {
+            Ok(Taken::Inbound(id)) => *id,
+            other => panic!("not stored in the inbound store: {other:?}"),
         }
     }
 
@@ -371,7 +459,7 @@ mod tests {
             acceptor.submit(Some(receiving), job(&to, format!("Subject: {i}\r\n\r\nx\r\n").into_bytes(), &tx));
         }
         let answers: Vec<Stored> = (0..3).map(|_| rx.recv_timeout(ANSWER).unwrap()).collect();
-        let mut ids: Vec<i64> = answers.iter().map(|a| a[0].as_ref().unwrap().get()).collect();
+        let mut ids: Vec<i64> = answers.iter().map(|a| inbound_id(&a[0]).get()).collect();
         ids.sort_unstable();
         ids.dedup();
         assert_eq!(ids.len(), 3, "three messages stored: {answers:?}");
@@ -427,6 +515,38 @@ mod tests {
         acceptor.submit(None, job(&to, b"Subject: next\r\n\r\nx\r\n".to_vec(), &tx));
         assert!(rx.recv_timeout(ANSWER).unwrap()[0].is_ok());
         assert_eq!(acceptor.commits(), (2, 2));
+    }
+
+    #[test]
+    fn with_a_spool_accepted_messages_commit_there_and_a_list_gone_or_too_small_is_still_refused() {
+        let (mut app, dir) = world();
+        let spool: Arc<dyn Spool> =
+            Arc::new(crate::adapters::sqlite::SqliteSpool::open(&dir.path().join("spool.db")).unwrap());
+        app.mail_in.spool = Some(Arc::clone(&spool));
+        let app = Arc::new(app);
+        let to = resolve(&app, "news@example.org").unwrap();
+        let acceptor = Acceptor::start(Arc::clone(&app), Duration::ZERO).unwrap();
+        let (tx, rx) = mpsc::channel();
+        let gone = Resolved { address: "gone@example.org".into(), ..to.clone() };
+        let mut three = job(&to, b"Subject: s\r\n\r\nx\r\n".to_vec(), &tx);
+        three.recipients = vec![to.clone(), gone, to.clone()];
+        acceptor.submit(None, three);
+        let answer = rx.recv_timeout(ANSWER).unwrap();
+        assert!(matches!(&answer[0], Ok(Taken::Spool(_))), "{answer:?}");
+        assert!(matches!(answer[1], Err(InboundError::UnknownAddress(_))), "{answer:?}");
+        assert!(matches!((&answer[0], &answer[2]), (Ok(Taken::Spool(a)), Ok(Taken::Spool(b))) if a != b), "{answer:?}");
+        assert_eq!(spool.count().unwrap(), 2, "both in the spool");
+        assert!(
+            in_read(&*app.store, |tx| tx.inbound_waiting(None, 10)).unwrap().is_empty(),
+            "none in the main database"
+        );
+        let patch = crate::mailing::lists::ListPatch { max_message_kb: Some(1), ..Default::default() };
+        let (d, l) = (DomainName::parse("example.org").unwrap(), ListName::parse("news").unwrap());
+        crate::mailing::lists::update(&app, &Principal::operator(), &RequestCtx::cli(), &d, &l, patch).unwrap();
+        acceptor.submit(None, job(&to, vec![b'x'; 2048], &tx));
+        let answer = rx.recv_timeout(ANSWER).unwrap();
+        assert!(matches!(answer[0], Err(InboundError::TooLarge { limit_kb: 1 })), "{answer:?}");
+        assert_eq!(spool.count().unwrap(), 2);
     }
 
     #[test]

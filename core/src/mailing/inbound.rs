@@ -6,6 +6,12 @@
 //! request through [`super::requests`], a bounce through [`super::bounces`]. A message stored and
 //! not processed (a crash between the two) is processed at the next start ([`process_waiting`]),
 //! once: its outcome commits with what it did.
+//!
+//! With a spool ([`MailIn::spool`]), the LMTP frontend's messages are committed there instead
+//! (`super::accept`), and processing first moves them into the inbound store ([`move_spooled`]):
+//! each one in the same transaction as its spool key, then deleted from the spool. A crash
+//! between the two repeats the move, which finds the key and adds nothing: nothing accepted is
+//! lost or doubled.
 
 use super::Service;
 use super::model::MailingList;
@@ -379,11 +385,12 @@ pub fn process_waiting(app: &Service) -> Result<u64, super::MailingError> {
 
 /// Processes the messages still `received` with an id above `cursor`, moving it past them, in
 /// batches ([`process_batch`]): a processing loop keeps its cursor, so a message left waiting for
-/// another role's handler is looked at once per start, not on every round. How many were
-/// processed.
+/// another role's handler is looked at once per start, not on every round. Before each look, the
+/// spool's oldest messages are moved in ([`move_spooled`]). How many were processed.
 pub fn process_after(app: &Service, cursor: &mut Option<InboundId>) -> Result<u64, super::MailingError> {
     let mut n = 0;
     loop {
+        move_spooled(app)?;
         let ids = in_read(&*app.store, |tx| tx.inbound_waiting(*cursor, BATCH_MESSAGES))?;
         if ids.is_empty() {
             return Ok(n);
@@ -402,9 +409,70 @@ pub fn process_after(app: &Service, cursor: &mut Option<InboundId>) -> Result<u6
     }
 }
 
+/// Messages moved from the spool per transaction of the main database.
+const MOVE_BATCH: u32 = 64;
+/// Batches moved per call of [`move_spooled`]: while LMTP keeps the spool filling, processing
+/// (which calls it before each look at the inbound store) still gets its turn.
+const MOVE_BATCHES: usize = 4;
+
+/// Moves the oldest messages in the spool (if any) into the inbound store, at most
+/// [`MOVE_BATCHES`] batches: each batch one write transaction of the main database recording
+/// every message's spool key with it, then deleted from the spool. A message whose key is
+/// already there (a move repeated after a crash between the commit and the delete) is not added
+/// again. How many were added.
+pub fn move_spooled(app: &Service) -> Result<u64, super::MailingError> {
+    let Some(spool) = &app.mail_in.spool else { return Ok(0) };
+    let mut n = 0;
+    for _ in 0..MOVE_BATCHES {
+        let batch = spool.oldest(MOVE_BATCH)?;
+        if batch.is_empty() {
+            break;
+        }
+        n += copy_spooled(app, &batch)?;
+        let keys: Vec<String> = batch.into_iter().map(|m| m.key).collect();
+        spool.forget(&keys)?;
+    }
+    Ok(n)
+}
+
+/// The first half of a move: the messages added to the inbound store with their spool keys, in
+/// one transaction (those already there skipped); how many were added. Until the spool forgets
+/// them, a repeated move finds them here.
+pub fn copy_spooled(app: &Service, batch: &[super::ports::Spooled]) -> Result<u64, super::MailingError> {
+    Ok(in_write(&*app.store, |tx| {
+        let mut added = 0;
+        for m in batch {
+            let new = NewInbound {
+                list_id: m.list_id,
+                role: &m.role,
+                recipient: &m.recipient,
+                envelope_from: m.envelope_from.as_deref(),
+                raw: &m.raw,
+            };
+            if tx.insert_spooled(&new, &m.key, m.received_at)?.is_some() {
+                added += 1;
+            }
+        }
+        Ok::<_, StoreError>(added)
+    })?)
+}
+
+/// Messages received and not processed yet: those still in the spool and those `received` in
+/// the inbound store (up to `limit` of the latter are counted).
+pub fn waiting(app: &Service, limit: u32) -> Result<u64, super::MailingError> {
+    let spooled = app.mail_in.spool.as_ref().map(|s| s.count()).transpose()?.unwrap_or(0);
+    let stored = in_read(&*app.store, |tx| tx.inbound_waiting(None, limit))?.len() as u64;
+    Ok(spooled + stored)
+}
+
 /// Mail in's state shared by the frontends and the processing loop of one process.
 #[derive(Debug, Default)]
 pub struct MailIn {
+    /// Where the LMTP frontend commits what it accepts, when not in the main database: the
+    /// SQLite installation's `spool.db`. A spool is local to one server's data directory; a server
+    /// that stops for good leaves its spooled messages there until a server starts on that
+    /// directory again (like a Postfix queue directory).
+    pub spool: Option<std::sync::Arc<dyn super::ports::Spool>>,
     pub wakeup: Wakeup,
     /// Posters' DMARC policies, for the copies' `From`.
     pub dmarc: super::dmarc::Cache,
@@ -437,7 +505,7 @@ impl Wakeup {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::kernel::Timestamp;
+    use crate::kernel::{Clock, Timestamp};
 
     fn check(address: &str, expect: Option<(&str, &str, Role)>) {
         let got = parse_recipient(address).map(|r| (r.domain.to_string(), r.list.to_string(), r.role));
@@ -646,6 +714,100 @@ pub(crate) mod tests {
         assert_eq!(process_after(&app, &mut cursor).unwrap(), 1);
         assert_eq!(state_of(&app, broken), (InboundState::Done, Some("posted".into())));
         assert_eq!(sends_submitted(&app), 3);
+    }
+
+    /// The service of a server restarted on `dir` (the main database `t.db` and the spool
+    /// `spool.db` as they were left).
+    fn restarted(dir: &std::path::Path) -> Service {
+        use std::sync::Arc;
+        let clock = Arc::new(crate::testing::FixedClock::at(Timestamp::from_unix_secs(1_800_000_100)));
+        let store = crate::adapters::sqlite::SqliteStore::open(&dir.join("t.db"), clock.now().unix_micros()).unwrap();
+        let mail = Arc::new(crate::testing::RecordingTransport::default());
+        let mut app = crate::testing::mailing(Arc::new(store), clock, mail, crate::egress::Egress::offline());
+        app.mail_in.spool = Some(Arc::new(crate::adapters::sqlite::SqliteSpool::open(&dir.join("spool.db")).unwrap()));
+        app
+    }
+
+    fn inbound_rows(app: &Service) -> usize {
+        (1..10).filter(|id| state_of_opt(app, InboundId::from_stored(*id)).is_some()).count()
+    }
+
+    fn state_of_opt(app: &Service, id: InboundId) -> Option<InboundMessage> {
+        in_read(&*app.store, |tx| tx.inbound_by_id(id)).unwrap()
+    }
+
+    #[test]
+    fn a_spooled_post_moved_again_after_a_crash_between_the_moves_commit_and_the_spools_delete_is_posted_once() {
+        let (app, dir) = world();
+        drop(app);
+        let app = restarted(dir.path());
+        let spool = app.mail_in.spool.clone().unwrap();
+        let r = resolve(&app, "news@example.org").unwrap();
+        // No Message-ID: the duplicate check cannot catch a second copy, only the spool key can.
+        let raw = b"From: m@example.net\r\nTo: news@example.org\r\nSubject: Spooled\r\n\r\nHello\r\n";
+        let new = NewInbound { list_id: r.list.id, role: &r.role, recipient: &r.address, envelope_from: None, raw };
+        spool.put(&[new], app.clock.now()).unwrap();
+        // The move's commit in the main database, then the process dies before the spool's delete.
+        let batch = spool.oldest(10).unwrap();
+        assert_eq!(copy_spooled(&app, &batch).unwrap(), 1);
+        drop((app, spool));
+        // Restarted on the same files: the spool still holds the message, the main database too.
+        let app = restarted(dir.path());
+        assert_eq!(waiting(&app, 10).unwrap(), 2, "one in each store until the move ends");
+        assert_eq!(process_waiting(&app).unwrap(), 1);
+        assert_eq!(inbound_rows(&app), 1, "moved once");
+        assert_eq!(sends_submitted(&app), 1, "posted once");
+        assert_eq!(app.mail_in.spool.as_ref().unwrap().count().unwrap(), 0, "the spool forgot it");
+        assert_eq!(waiting(&app, 10).unwrap(), 0);
+        // Another restart finds nothing to do.
+        drop(app);
+        let app = restarted(dir.path());
+        assert_eq!(process_waiting(&app).unwrap(), 0);
+        assert_eq!((inbound_rows(&app), sends_submitted(&app)), (1, 1));
+    }
+
+    #[test]
+    fn a_post_in_the_spool_at_a_crash_is_moved_and_posted_once_at_the_restart() {
+        let (app, dir) = world();
+        drop(app);
+        let app = restarted(dir.path());
+        let r = resolve(&app, "news@example.org").unwrap();
+        let raw = b"From: m@example.net\r\nTo: news@example.org\r\nSubject: Spooled\r\n\r\nHello\r\n";
+        let new = NewInbound { list_id: r.list.id, role: &r.role, recipient: &r.address, envelope_from: None, raw };
+        app.mail_in.spool.as_ref().unwrap().put(&[new], app.clock.now()).unwrap();
+        assert_eq!((inbound_rows(&app), waiting(&app, 10).unwrap()), (0, 1), "in the spool only");
+        drop(app);
+        let app = restarted(dir.path());
+        assert_eq!(process_waiting(&app).unwrap(), 1);
+        let m = state_of_opt(&app, InboundId::from_stored(1)).unwrap();
+        assert_eq!((m.state, m.outcome.as_deref(), m.raw.as_slice()), (InboundState::Done, Some("posted"), &raw[..]));
+        assert_eq!((inbound_rows(&app), sends_submitted(&app)), (1, 1));
+    }
+
+    #[test]
+    fn a_spool_fuller_than_one_move_is_moved_a_part_at_a_time_and_all_processed_in_one_round() {
+        let (app, dir) = world();
+        drop(app);
+        let app = restarted(dir.path());
+        let r = resolve(&app, "news@example.org").unwrap();
+        let raws: Vec<String> = (0..300)
+            .map(|i| format!("From: m@example.net\r\nSubject: {i}\r\nMessage-ID: <m{i}@x>\r\n\r\nx\r\n"))
+            .collect();
+        let news: Vec<NewInbound<'_>> = raws
+            .iter()
+            .map(|raw| NewInbound {
+                list_id: r.list.id,
+                role: &r.role,
+                recipient: &r.address,
+                envelope_from: None,
+                raw: raw.as_bytes(),
+            })
+            .collect();
+        app.mail_in.spool.as_ref().unwrap().put(&news, app.clock.now()).unwrap();
+        assert_eq!(move_spooled(&app).unwrap(), u64::from(MOVE_BATCH) * MOVE_BATCHES as u64, "one part");
+        assert_eq!(waiting(&app, 1000).unwrap(), 300);
+        assert_eq!(process_waiting(&app).unwrap(), 300, "the rest moved and everything processed");
+        assert_eq!((waiting(&app, 1000).unwrap(), sends_submitted(&app)), (0, 300));
     }
 
     #[test]

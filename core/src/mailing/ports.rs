@@ -400,6 +400,40 @@ pub struct NewInbound<'a> {
     pub raw: &'a [u8],
 }
 
+/// A message in the spool of accepted messages ([`Spool`]), waiting to be moved into the inbound
+/// store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Spooled {
+    /// Unique over every spool file this installation has had (the file's random generation and
+    /// the row's id): what the move records in the inbound store to be done once.
+    pub key: String,
+    pub list_id: ListId,
+    pub role: super::model::Role,
+    pub recipient: String,
+    pub envelope_from: Option<String>,
+    pub raw: Vec<u8>,
+    pub received_at: Timestamp,
+}
+
+/// The spool of accepted messages: where a receiving frontend (LMTP) stores what it takes, so
+/// that its `250` waits for this store's commit only, never for the main database's writer
+/// (processing and delivery commit there). Processing moves the spooled messages into the
+/// inbound store ([`InboxRepo::insert_spooled`], recording the key in the same transaction) and
+/// then [`Spool::forget`]s them: a crash between the two repeats the move, which finds the key
+/// and adds nothing. A spool is local to one server process's data directory.
+pub trait Spool: Send + Sync + std::fmt::Debug {
+    /// Stores the messages in one durable commit (`250` may be answered when this returns `Ok`);
+    /// their keys, in order.
+    fn put(&self, messages: &[NewInbound<'_>], now: Timestamp) -> Result<Vec<String>, StoreError>;
+    /// Up to `limit` spooled messages, oldest first.
+    fn oldest(&self, limit: u32) -> Result<Vec<Spooled>, StoreError>;
+    /// Removes the messages moved (no fsync needed: a message forgotten by a crash is moved
+    /// again, once).
+    fn forget(&self, keys: &[String]) -> Result<(), StoreError>;
+    /// How many messages are spooled.
+    fn count(&self) -> Result<u64, StoreError>;
+}
+
 /// A post held for a moderator.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewHeldPost<'a> {
@@ -434,6 +468,23 @@ pub trait InboxRepo {
         outcome: &str,
         now: Timestamp,
     ) -> Result<bool, StoreError>;
+    /// Stores a message moved from the spool, received at `received_at`, under its spool `key`:
+    /// `None` (nothing added) when a message with this key is already stored (a move repeated
+    /// after a crash).
+    fn insert_spooled(
+        &mut self,
+        m: &NewInbound<'_>,
+        key: &str,
+        received_at: Timestamp,
+    ) -> Result<Option<super::model::InboundId>, StoreError> {
+        let _ = (m, key, received_at);
+        Err(StoreError::Backend("this database keeps no spool keys: messages are stored here directly".into()))
+    }
+    /// The stored message moved from the spool under `key`, if any.
+    fn inbound_by_spool_key(&mut self, key: &str) -> Result<Option<super::model::InboundId>, StoreError> {
+        let _ = key;
+        Err(StoreError::Backend("this database keeps no spool keys: messages are stored here directly".into()))
+    }
     /// Whether a post with this Message-ID was posted to (or held for) the list after `since`.
     fn message_id_seen(&mut self, list: ListId, message_id: &str, since: Timestamp) -> Result<bool, StoreError>;
 

@@ -80,6 +80,47 @@ impl InboxRepo for SqliteTx {
         Ok(InboundId::from_stored(self.conn().last_insert_rowid()))
     }
 
+    fn insert_spooled(
+        &mut self,
+        m: &NewInbound<'_>,
+        key: &str,
+        received_at: Timestamp,
+    ) -> Result<Option<InboundId>, StoreError> {
+        let token = match m.role {
+            Role::Bounces { token } => token.as_deref(),
+            _ => None,
+        };
+        let n = self
+            .conn()
+            .prepare_cached(
+                "INSERT INTO inbound (list_id, role, bounce_token, recipient, envelope_from, raw, size, received_at, state, spool_key)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'received', ?9)
+                 ON CONFLICT (spool_key) WHERE spool_key IS NOT NULL DO NOTHING",
+            )
+            .and_then(|mut st| {
+                st.execute(params![
+                    m.list_id.get(),
+                    m.role.as_str(),
+                    token,
+                    m.recipient,
+                    m.envelope_from,
+                    m.raw,
+                    m.raw.len() as i64,
+                    received_at.unix_micros(),
+                    key
+                ])
+            })
+            .map_err(map_err)?;
+        Ok((n == 1).then(|| InboundId::from_stored(self.conn().last_insert_rowid())))
+    }
+
+    fn inbound_by_spool_key(&mut self, key: &str) -> Result<Option<InboundId>, StoreError> {
+        self.conn()
+            .prepare_cached("SELECT id FROM inbound WHERE spool_key = ?1")
+            .and_then(|mut st| st.query_row([key], |r| Ok(InboundId::from_stored(r.get(0)?))).optional())
+            .map_err(map_err)
+    }
+
     fn inbound_by_id(&mut self, id: InboundId) -> Result<Option<InboundMessage>, StoreError> {
         self.conn()
             .prepare_cached(&format!("SELECT {INBOUND_COLUMNS} FROM inbound WHERE id = ?1"))

@@ -35,6 +35,7 @@ const MIGRATIONS: &[Migration] = &[
     Migration { version: 17, name: "moderation", sql: include_str!("migrations/0017_moderation.sql") },
     Migration { version: 18, name: "mail_credentials", sql: include_str!("migrations/0018_mail_credentials.sql") },
     Migration { version: 19, name: "bounces", sql: include_str!("migrations/0019_bounces.sql") },
+    Migration { version: 20, name: "spool", sql: include_str!("migrations/0020_spool.sql") },
 ];
 
 /// How many migrations this binary knows.

@@ -23,9 +23,11 @@ mod outbox;
 mod search;
 mod selfservice;
 mod sends;
+mod spool;
 mod webhooks;
 
 pub use search::SearchLimits;
+pub use spool::SqliteSpool;
 
 use crate::storage::{Database, Store, StoreError, Transaction};
 use r2d2::PooledConnection;
