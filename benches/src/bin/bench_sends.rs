@@ -1464,6 +1464,23 @@ mod tests {
     }
 
     #[test]
+    fn sqlite_alone_unless_a_backend_is_named() {
+        let parse = |args: &[&str]| Options::parse(args.iter().map(|s| (*s).to_owned()));
+        let default = parse(&["--courrier", "/c"]).unwrap().unwrap();
+        assert_eq!((default.backends, default.postgres), (vec![Backend::Sqlite], None));
+        let both = parse(&["--courrier", "/c", "--backend", "both", "--postgres", "postgres://u@h/postgres"])
+            .unwrap()
+            .unwrap();
+        assert_eq!(both.backends, vec![Backend::Sqlite, Backend::Postgres]);
+        assert_eq!(both.postgres.as_deref(), Some("postgres://u@h/postgres"));
+        assert_eq!(
+            parse(&["--courrier", "/c", "--scenario", "delivery"]).unwrap().unwrap().scenario,
+            Scenario::Delivery
+        );
+        assert!(parse(&["--courrier", "/c", "--backend", "oracle"]).is_err());
+    }
+
+    #[test]
     fn the_builtin_sink_counts_pipelined_messages_and_recipients() {
         let sink = Sink::builtin(free_port().unwrap()).unwrap();
         let mut s = TcpStream::connect(("127.0.0.1", sink.port)).unwrap();
