@@ -234,6 +234,7 @@ fn run(opts: &Options) -> Result<(), String> {
     let smoke = if opts.smoke { " (smoke)" } else { "" };
     let _ =
         writeln!(out, "bench-members{smoke}: {} UTC, {cores} cores, load average at start {}", utc(started), loadavg());
+    println!("{out}");
     let pg = if opts.backends.contains(&Backend::Postgres) {
         Some(Postgres::connect(opts.postgres.as_deref())?)
     } else {
