@@ -5,6 +5,7 @@
 //! percentiles and times. Measuring instruments, not product code.
 
 pub mod api;
+pub mod backend;
 pub mod mailman;
 pub mod mailpeers;
 pub mod pdf;
@@ -12,6 +13,7 @@ pub mod server;
 pub mod tls;
 
 pub use api::{Api, base64, form_encode, percent_encode};
+pub use backend::{Backend, Headline, Postgres, Store};
 pub use server::{HEALTH_PATH, Server};
 
 use std::io::{Read, Write};
@@ -76,6 +78,7 @@ pub fn cli(courrier: &Path, data_dir: &Path, args: &[&str], stdin: Option<&str>)
         .arg(data_dir)
         .args(args)
         .env("COURRIER_LOG", "warn")
+        .envs(backend::database_env(data_dir))
         .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -150,7 +153,21 @@ pub fn serve_command(courrier: &Path, data_dir: &Path, port: u16) -> Command {
         .arg(data_dir)
         .env("COURRIER_LISTEN", format!("127.0.0.1:{port}"))
         .env("COURRIER_LMTP_LISTEN", "off")
-        .env("COURRIER_LOG", "warn");
+        .env("COURRIER_LOG", "warn")
+        .envs(backend::database_env(data_dir));
+    cmd
+}
+
+/// `courrier worker` on `data_dir` (delivery workers and the periodic chores, no HTTP), logging
+/// warnings; on PostgreSQL, on the installation's database.
+pub fn worker_command(courrier: &Path, data_dir: &Path) -> Command {
+    let mut cmd = Command::new(courrier);
+    cmd.arg("worker")
+        .arg("--data-dir")
+        .arg(data_dir)
+        .env("COURRIER_LMTP_LISTEN", "off")
+        .env("COURRIER_LOG", "warn")
+        .envs(backend::database_env(data_dir));
     cmd
 }
 

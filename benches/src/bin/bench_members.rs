@@ -16,12 +16,19 @@
 //! reports give every round, the load average, the medians and the ratios. Results go to
 //! BENCHMARKS.md. Nothing here asserts on timings.
 //!
+//! `--backend postgres` runs the list and add scenarios on PostgreSQL (each server a fresh
+//! database on the server of `--postgres URL`, or on a scratch server the harness starts, fsync on);
+//! `--backend both` runs them on SQLite then on PostgreSQL and ends with the headline figures side
+//! by side (issue 25). The floors (the sqlite3 shell, rusqlite) write SQLite files: on PostgreSQL
+//! they are n/a, and the import scenario (whose measure is its floor) is SQLite's only.
+//!
 //! `bench-members --smoke` runs everything for real at a tiny size, without Mailman (CI).
 
 use courrier_benches::mailman;
 use courrier_benches::{
-    Api, BENCH_EMAIL, HEALTH_PATH, Server, check_status, create_api_key, create_bench_user, fmt_latency, free_port,
-    harness_main, json, loadavg, median, percent_encode, percentile, positive, serve_command, sibling, utc,
+    Api, BENCH_EMAIL, Backend, HEALTH_PATH, Headline, Postgres, Server, Store, check_status, create_api_key,
+    create_bench_user, fmt_latency, free_port, harness_main, json, loadavg, median, percent_encode, percentile,
+    positive, serve_command, sibling, utc,
 };
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -55,7 +62,8 @@ const MAX_CLIENTS: usize = 32;
 const USAGE: &str = "usage: bench-members [--scenario import|list|add|all (default)] [--smoke] [--courrier PATH] \
 [--sqlite3 PATH] [--mailman-url URL (default http://127.0.0.1:8001)] [--mailman-auth USER:PASS] [--no-mailman] \
 [--rounds N] [--import-rows N] [--list-members N] [--side-rows N] [--queries N] [--list-limit N] [--add-members N] \
-[--stage-requests N] [--roster N] [--scratch DIR] [--csv-out FILE]";
+[--stage-requests N] [--roster N] [--scratch DIR] [--csv-out FILE] [--backend sqlite (default)|postgres|both] \
+[--postgres ADMIN_URL (default: a scratch server)]";
 
 fn main() -> ExitCode {
     harness_main("bench-members", USAGE, Options::parse, run)
@@ -111,6 +119,10 @@ struct Options {
     scratch: Option<PathBuf>,
     /// Write the import document there and exit (to look at it or import it by hand).
     csv_out: Option<PathBuf>,
+    /// The stores measured, in order.
+    backends: Vec<Backend>,
+    /// The PostgreSQL server's admin URL; None: a scratch server.
+    postgres: Option<String>,
 }
 
 impl Options {
@@ -123,6 +135,7 @@ impl Options {
         let mut mailman_auth = String::from("restadmin:restpass");
         let mut num: BTreeMap<&'static str, u64> = BTreeMap::new();
         let (mut scratch, mut csv_out) = (None, None);
+        let (mut backends, mut postgres) = (vec![Backend::Sqlite], None);
         const NUMERIC: [&str; 10] = [
             "--rounds",
             "--import-rows",
@@ -147,6 +160,8 @@ impl Options {
                 "--no-mailman" => no_mailman = true,
                 "--scratch" => scratch = Some(PathBuf::from(value()?)),
                 "--csv-out" => csv_out = Some(PathBuf::from(value()?)),
+                "--backend" => backends = Backend::parse_list(&value()?)?,
+                "--postgres" => postgres = Some(value()?),
                 "-h" | "--help" => return Ok(None),
                 other => match NUMERIC.iter().find(|n| **n == other && **n != "--unused") {
                     Some(name) => {
@@ -186,6 +201,8 @@ impl Options {
             roster: get("--roster", d(2_000, 200)),
             scratch,
             csv_out,
+            backends,
+            postgres,
         };
         if opts.list_limit > 500 {
             return Err("--list-limit must be at most 500 (the API's maximum)".into());
@@ -218,21 +235,58 @@ fn run(opts: &Options) -> Result<(), String> {
     let _ =
         writeln!(out, "bench-members{smoke}: {} UTC, {cores} cores, load average at start {}", utc(started), loadavg());
     println!("{out}");
+    let pg = if opts.backends.contains(&Backend::Postgres) {
+        Some(Postgres::connect(opts.postgres.as_deref())?)
+    } else {
+        None
+    };
+    if let Some(pg) = &pg {
+        println!("PostgreSQL: {}; every server a fresh database there\n", pg.described);
+    }
+    let stores: Vec<Store<'_>> = opts
+        .backends
+        .iter()
+        .map(|b| match (b, &pg) {
+            (Backend::Postgres, Some(pg)) => Store::Postgres(pg),
+            _ => Store::Sqlite,
+        })
+        .collect();
+    // The headline figures of each store, for the side-by-side table of `--backend both`.
+    let mut headlines: Vec<(Backend, Vec<Headline>)> = opts.backends.iter().map(|b| (*b, Vec::new())).collect();
 
     if opts.scenario.includes(Scenario::Import) {
-        let report = import_scenario(opts, scratch.path())?;
-        println!("{report}");
+        for store in &stores {
+            if store.is_postgres() {
+                println!(
+                    "### import on PostgreSQL: not measured (its floor is the sqlite3 shell writing an SQLite file); \
+                     the list scenario's load gives PostgreSQL's import rate\n"
+                );
+                continue;
+            }
+            let report = import_scenario(opts, scratch.path())?;
+            println!("{report}");
+        }
     }
     if opts.scenario.includes(Scenario::List) {
-        let report = list_scenario(opts, scratch.path())?;
-        println!("{report}");
+        for (i, store) in stores.iter().enumerate() {
+            let (report, figures) = list_scenario(opts, *store, scratch.path())?;
+            println!("{report}");
+            headlines[i].1.extend(figures);
+        }
     }
     if opts.scenario.includes(Scenario::Add) {
-        let report = add_scenario(opts, scratch.path())?;
-        println!("{report}");
+        for (i, store) in stores.iter().enumerate() {
+            let (report, figures) = add_scenario(opts, *store, scratch.path())?;
+            println!("{report}");
+            headlines[i].1.extend(figures);
+        }
+    }
+    if headlines.len() > 1 {
+        println!("{}", courrier_benches::backend::side_by_side(&headlines));
     }
     println!("load average at the end: {}; finished {} UTC", loadavg(), utc(SystemTime::now()));
     drop(scratch);
+    drop(pg);
     Ok(())
 }
 
@@ -422,8 +476,8 @@ struct Courrier {
 }
 
 impl Courrier {
-    fn start(opts: &Options, name: &str, data_dir: &Path) -> Result<Self, String> {
-        std::fs::create_dir_all(data_dir).map_err(|e| format!("cannot create {}: {e}", data_dir.display()))?;
+    fn start(opts: &Options, store: Store<'_>, name: &str, data_dir: &Path) -> Result<Self, String> {
+        store.create(data_dir)?;
         // Accounts are made with the CLI before the server starts, as bench-http does.
         create_bench_user(&opts.courrier, data_dir, true)?;
         let mut keys = Vec::new();
@@ -513,7 +567,7 @@ struct Template {
 fn make_template(opts: &Options, scratch: &Path) -> Result<Template, String> {
     let dir = scratch.join("template");
     {
-        let mut c = Courrier::start(opts, "courrier-template", &dir)?;
+        let mut c = Courrier::start(opts, Store::Sqlite, "courrier-template", &dir)?;
         c.create_list("bench")?;
         c.server.stop();
     }
@@ -723,7 +777,7 @@ fn import_scenario(opts: &Options, scratch: &Path) -> Result<String, String> {
         eprintln!("import round {round}/{}: courrier POST members/import", opts.rounds);
         let dir = scratch.join(format!("import-api-{round}"));
         let (api, csteps) = {
-            let c = Courrier::start(opts, "courrier", &dir)?;
+            let c = Courrier::start(opts, Store::Sqlite, "courrier", &dir)?;
             c.create_list("bench")?;
             let t = c.import_api("bench", &csv, rows)?.as_secs_f64();
             // The log line is written before the answer; give the writer a moment to flush.
@@ -989,9 +1043,9 @@ fn list_phase(
     Ok(out)
 }
 
-fn list_scenario(opts: &Options, scratch: &Path) -> Result<String, String> {
+fn list_scenario(opts: &Options, store: Store<'_>, scratch: &Path) -> Result<(String, Vec<Headline>), String> {
     let dir = scratch.join("list-data");
-    let c = Courrier::start(opts, "courrier", &dir)?;
+    let c = Courrier::start(opts, store, "courrier", &dir)?;
     c.create_list("big")?;
     eprintln!("list: loading {} members through the import API", opts.list_members);
     let load_started = loadavg();
@@ -1069,14 +1123,20 @@ fn list_scenario(opts: &Options, scratch: &Path) -> Result<String, String> {
         rounds.push([idle, busy]);
     }
     drop(c);
-    let _ = std::fs::remove_dir_all(&dir);
+    store.remove(&dir);
 
     let mut out = String::new();
-    let _ = writeln!(out, "### list{} ({} UTC, load average {load_start} at its start)", smoke(opts), utc(started));
+    let _ = writeln!(
+        out,
+        "### list{}{} ({} UTC, load average {load_start} at its start)",
+        on(store),
+        smoke(opts),
+        utc(started)
+    );
     let _ = writeln!(
         out,
         "list: {members} active members loaded through `POST .../members/import` in {chunks} document(s) under \
-         25 MiB, in {:.1} s ({:.0} rows/s; load average {load_started} before), data directory {:.0} MiB afterwards. \
+         25 MiB, in {:.1} s ({:.0} rows/s; load average {load_started} before), data directory {} afterwards. \
          One client, keep-alive, sequential requests; per round and phase {} requests of each class, interleaved: \
          **filter** `status`+`delivery_mode` (4 pairs) at a random offset within the filter's total, `limit={}`; \
          **search** `email_contains` (3 characters or more, {} needles), `limit={}`; **page of 500** no filter, \
@@ -1086,7 +1146,11 @@ fn list_scenario(opts: &Options, scratch: &Path) -> Result<String, String> {
          transfer.",
         load_time.as_secs_f64(),
         members as f64 / load_time.as_secs_f64(),
-        db_size as f64 / 1048576.0,
+        if store.is_postgres() {
+            "n/a (the data is in PostgreSQL)".to_owned()
+        } else {
+            format!("{:.0} MiB", db_size as f64 / 1048576.0)
+        },
         opts.queries,
         opts.list_limit,
         needles.len(),
@@ -1159,7 +1223,23 @@ fn list_scenario(opts: &Options, scratch: &Path) -> Result<String, String> {
         "slowest requests under import: {}",
         slowest.iter().take(5).map(|(d, u)| format!("{} `{u}`", l(*d))).collect::<Vec<_>>().join(", ")
     );
-    Ok(out)
+    let mut figures = vec![Headline {
+        what: format!("import of {members} members (chunks under 25 MiB)"),
+        value: members as f64 / load_time.as_secs_f64(),
+        rate: true,
+    }];
+    for (class, name) in LIST_CLASSES.iter().enumerate().take(3) {
+        let all = |phase: usize| rounds.iter().flat_map(|r| r[phase][class].iter().copied()).collect::<Vec<f64>>();
+        let (idle, busy) = (all(0), all(1));
+        figures.push(Headline { what: format!("list {name}: p50 idle"), value: percentile(&idle, 0.5), rate: false });
+        figures.push(Headline { what: format!("list {name}: p99 idle"), value: percentile(&idle, 0.99), rate: false });
+        figures.push(Headline {
+            what: format!("list {name}: p99 under import"),
+            value: percentile(&busy, 0.99),
+            rate: false,
+        });
+    }
+    Ok((out, figures))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1467,9 +1547,16 @@ fn add_stages(c: &Courrier, list: &str, next: &AtomicU64, n: usize) -> Result<Ve
 
 const ADD_CLIENTS: [usize; 5] = [1, 2, 4, 8, 32];
 
-fn add_scenario(opts: &Options, scratch: &Path) -> Result<String, String> {
+fn add_scenario(opts: &Options, store: Store<'_>, scratch: &Path) -> Result<(String, Vec<Headline>), String> {
     let mut notes = Vec::new();
     let mailman = match &opts.mailman {
+        _ if store.is_postgres() => {
+            notes.push(
+                "floor n/a on PostgreSQL (it writes an SQLite file); Mailman measured on the SQLite run only"
+                    .to_owned(),
+            );
+            None
+        }
         None => {
             notes.push(if opts.smoke {
                 "Mailman column skipped: --smoke never uses Mailman".to_owned()
@@ -1493,11 +1580,16 @@ fn add_scenario(opts: &Options, scratch: &Path) -> Result<String, String> {
             }
         }
     };
-    let tpl = make_template(opts, scratch)?;
-    let disk = Courrier::start(opts, "courrier", &scratch.join("add-disk"))?;
+    let disk_dir = scratch.join(if store.is_postgres() { "add-disk-pg" } else { "add-disk" });
+    let mut floor = if store.is_postgres() {
+        None
+    } else {
+        let tpl = make_template(opts, scratch)?;
+        Some(AddFloor::open(&tpl, &scratch.join("add-floor.db"))?)
+    };
+    let disk = Courrier::start(opts, store, "courrier", &disk_dir)?;
     disk.create_list("bench")?;
     disk.create_list("stages")?;
-    let mut floor = AddFloor::open(&tpl, &scratch.join("add-floor.db"))?;
 
     let started = SystemTime::now();
     let load_start = loadavg();
@@ -1507,10 +1599,14 @@ fn add_scenario(opts: &Options, scratch: &Path) -> Result<String, String> {
     let mut results: Vec<Vec<(AddResult, AddResult, String)>> = vec![Vec::new(); ADD_CLIENTS.len()];
     let mut stages: Vec<Vec<f64>> = Vec::new();
     // Warm-up: both WALs grow to their working size (a growing file costs more per fsync).
-    floor.run(&floor_next, 300)?;
+    if let Some(floor) = floor.as_mut() {
+        floor.run(&floor_next, 300)?;
+    }
     add_load(4, 300, &courrier_next, |k| disk.api(k), |api, i| courrier_add(api, "bench", i))?;
-    floor.steps = [0.0; 5];
-    floor.rows = 0;
+    if let Some(floor) = floor.as_mut() {
+        floor.steps = [0.0; 5];
+        floor.rows = 0;
+    }
     for round in 1..=opts.rounds {
         for (ci, &clients) in ADD_CLIENTS.iter().enumerate() {
             let load = loadavg();
@@ -1521,7 +1617,9 @@ fn add_scenario(opts: &Options, scratch: &Path) -> Result<String, String> {
             let mut done = 0;
             while done < opts.add_members {
                 let n = chunk.min(opts.add_members - done);
-                f.push(floor.run(&floor_next, n)?);
+                if let Some(floor) = floor.as_mut() {
+                    f.push(floor.run(&floor_next, n)?);
+                }
                 c.push(add_load(clients, n, &courrier_next, |k| disk.api(k), |api, i| courrier_add(api, "bench", i))?);
                 done += n;
             }
@@ -1597,11 +1695,19 @@ fn add_scenario(opts: &Options, scratch: &Path) -> Result<String, String> {
         eprintln!("roster round {round}/{}: {row:?}", opts.rounds);
         roster_rounds.push(row);
     }
-    let floor_steps: Vec<f64> = floor.steps.iter().map(|s| s / floor.rows as f64).collect();
+    let floor_steps: Vec<f64> =
+        floor.as_ref().map_or(vec![f64::NAN; 5], |floor| floor.steps.iter().map(|s| s / floor.rows as f64).collect());
     drop(disk);
+    store.remove(&disk_dir);
 
     let mut out = String::new();
-    let _ = writeln!(out, "### add{} ({} UTC, load average {load_start} at its start)", smoke(opts), utc(started));
+    let _ = writeln!(
+        out,
+        "### add{}{} ({} UTC, load average {load_start} at its start)",
+        on(store),
+        smoke(opts),
+        utc(started)
+    );
     let _ = writeln!(
         out,
         "one member per `POST /api/v1/domains/{DOMAIN}/lists/bench/members` (JSON `email`, `name`, \
@@ -1627,17 +1733,18 @@ fn add_scenario(opts: &Options, scratch: &Path) -> Result<String, String> {
     );
     let _ = writeln!(out, "|---|---|---|---:|---:|---:|---|");
     let mut verdicts = Vec::new();
+    let mut figures = Vec::new();
     for (ci, &clients) in ADD_CLIENTS.iter().enumerate() {
         for (r, (f, c, load)) in results[ci].iter().enumerate() {
             let _ = writeln!(
                 out,
                 "| {clients} | {} | {load} | {:.0} | {:.0} ({}, {}) | {:.2} | |",
                 r + 1,
-                f.rate(),
+                Na(f.rate()),
                 c.rate(),
                 fmt_latency(c.p50),
                 fmt_latency(c.p99),
-                c.rate() / f.rate()
+                Na(c.rate() / f.rate())
             );
         }
         let ratio = median(results[ci].iter().map(|(f, c, _)| c.rate() / f.rate()).collect());
@@ -1646,19 +1753,30 @@ fn add_scenario(opts: &Options, scratch: &Path) -> Result<String, String> {
             8 => Some(ADD_TARGET_8),
             _ => None,
         };
-        let verdict =
-            target.map_or(String::new(), |t| format!(">= {t}: {}", if ratio >= t { "met" } else { "NOT met" }));
+        let verdict = match target {
+            Some(_) if ratio.is_nan() => "n/a (no floor)".to_owned(),
+            Some(t) => format!(">= {t}: {}", if ratio >= t { "met" } else { "NOT met" }),
+            None => String::new(),
+        };
         if target.is_some() {
-            verdicts.push(format!("{clients} client(s): courrier / floor {ratio:.2} ({verdict})"));
+            verdicts.push(format!("{clients} client(s): courrier / floor {:.2} ({verdict})", Na(ratio)));
         }
         let _ = writeln!(
             out,
-            "| **{clients}** | **median** | | **{:.0}** | **{:.0}** ({}, {}) | **{ratio:.2}** | {verdict} |",
-            median(results[ci].iter().map(|(f, _, _)| f.rate()).collect()),
+            "| **{clients}** | **median** | | **{:.0}** | **{:.0}** ({}, {}) | **{:.2}** | {verdict} |",
+            Na(median(results[ci].iter().map(|(f, _, _)| f.rate()).collect())),
             median(results[ci].iter().map(|(_, c, _)| c.rate()).collect()),
             fmt_latency(median(results[ci].iter().map(|(_, c, _)| c.p50).collect())),
             fmt_latency(median(results[ci].iter().map(|(_, c, _)| c.p99).collect())),
+            Na(ratio),
         );
+        if matches!(clients, 1 | 8 | 32) {
+            figures.push(Headline {
+                what: format!("add member, {clients} client(s)"),
+                value: median(results[ci].iter().map(|(_, c, _)| c.rate()).collect()),
+                rate: true,
+            });
+        }
     }
     let _ = writeln!(out);
     for v in verdicts {
@@ -1723,7 +1841,7 @@ fn add_scenario(opts: &Options, scratch: &Path) -> Result<String, String> {
         _ => "- (no Mailman in this run)".into(),
     };
     let _ = writeln!(out, "| **median** | **{}** | **{}** | **{ratio}** |", f(medr(0)), f(medr(1)));
-    Ok(out)
+    Ok((out, figures))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1732,6 +1850,21 @@ fn add_scenario(opts: &Options, scratch: &Path) -> Result<String, String> {
 
 fn smoke(opts: &Options) -> &'static str {
     if opts.smoke { " (smoke)" } else { "" }
+}
+
+/// A scenario's title suffix: nothing on SQLite (its reports as they always were).
+fn on(store: Store<'_>) -> &'static str {
+    if store.is_postgres() { " on PostgreSQL" } else { "" }
+}
+
+/// A figure that is NaN where there is nothing to measure (a floor on PostgreSQL): `n/a`.
+struct Na(f64);
+
+impl std::fmt::Display for Na {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Not `pad`: it would cut `n/a` to the precision asked of the number.
+        if self.0.is_nan() { f.write_str("n/a") } else { std::fmt::Display::fmt(&self.0, f) }
+    }
 }
 
 fn dir_size(dir: &Path) -> u64 {

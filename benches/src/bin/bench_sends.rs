@@ -16,6 +16,17 @@
 //!   in this program, which counts recipients as well as transactions: Mailman puts up to
 //!   `max_recipients` recipients in one transaction).
 //!
+//! - `delivery` (issue 25): one send of N copies to `smtp-sink` delivered by one `courrier serve`
+//!   (`--workers` delivery threads) against two servers and two `courrier worker` processes
+//!   (as many threads each) on the same PostgreSQL database, alternating; copies/s and the ratio
+//!   two/one. On SQLite, one server only: an SQLite installation cannot be shared across hosts.
+//!
+//! `--backend postgres|both` (default sqlite) runs `fanout` and `delivery` on PostgreSQL: each
+//! installation a fresh database on the server of `--postgres URL` or on a scratch server the
+//! harness starts (fsync on); `both` runs SQLite then PostgreSQL and ends with the figures side by
+//! side. The baselines that write SQLite files (the bare fan-out insert, `smtp-source`, Mailman) are
+//! measured on the SQLite runs only; `delivery` runs under `all` only with `--backend`.
+//!
 //! Contenders alternate round by round (baseline, courrier, baseline, courrier, ...); reports give
 //! every round, the medians and the ratios. Results go to BENCHMARKS.md. Nothing here asserts on
 //! timings.
@@ -25,8 +36,8 @@
 
 use courrier_benches::mailman;
 use courrier_benches::{
-    Api, BENCH_EMAIL, Server, check_status, create_api_key, create_bench_user, free_port, harness_main, json, loadavg,
-    median, positive, serve_command, sibling, utc,
+    Api, BENCH_EMAIL, Backend, Headline, Postgres, Server, Store, check_status, create_api_key, create_bench_user,
+    free_port, harness_main, json, loadavg, median, positive, serve_command, sibling, utc, worker_command,
 };
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -51,11 +62,12 @@ const MAILMAN_STALL: Duration = Duration::from_secs(60);
 const INSTALL_POSTFIX: &str = "echo \"postfix postfix/main_mailer_type select No configuration\" | debconf-set-selections; \
 DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postfix";
 
-const USAGE: &str = "usage: bench-sends [--scenario fanout|throughput|mailman|all (default)] [--smoke] [--courrier PATH] \
+const USAGE: &str = "usage: bench-sends [--scenario fanout|throughput|mailman|delivery|all (default)] [--smoke] [--courrier PATH] \
 [--rounds N (3)] [--fanout-members N (100000)] [--messages N (10000)] [--workers N (2)] [--sessions N (= workers)] \
 [--mailman-members N (2000)] [--mailman-rounds N (2)] [--mailman-url URL (http://127.0.0.1:8001)] \
 [--mailman-auth USER:PASS] [--mailman-dir DIR ($COURRIER_MAILMAN_DIR or $TMPDIR/courrier-mailman3)] [--no-mailman] \
-[--smtp-sink PATH] [--smtp-source PATH] [--scratch DIR] [--dkim] [--compare PATH (throughput: another courrier)]";
+[--smtp-sink PATH] [--smtp-source PATH] [--scratch DIR] [--dkim] [--compare PATH (throughput: another courrier)] \
+[--backend sqlite (default)|postgres|both] [--postgres ADMIN_URL (default: a scratch server)]";
 
 fn main() -> ExitCode {
     harness_main("bench-sends", USAGE, Options::parse, run)
@@ -66,6 +78,7 @@ enum Scenario {
     Fanout,
     Throughput,
     Mailman,
+    Delivery,
     All,
 }
 
@@ -75,8 +88,9 @@ impl Scenario {
             "fanout" => Ok(Self::Fanout),
             "throughput" => Ok(Self::Throughput),
             "mailman" => Ok(Self::Mailman),
+            "delivery" => Ok(Self::Delivery),
             "all" => Ok(Self::All),
-            _ => Err(format!("--scenario must be fanout, throughput, mailman or all, got {raw:?}")),
+            _ => Err(format!("--scenario must be fanout, throughput, mailman, delivery or all, got {raw:?}")),
         }
     }
 
@@ -108,6 +122,10 @@ struct Options {
     mailman_auth: String,
     mailman_dir: PathBuf,
     scratch: Option<PathBuf>,
+    /// The stores measured, in order.
+    backends: Vec<Backend>,
+    /// The PostgreSQL server's admin URL; None: a scratch server.
+    postgres: Option<String>,
 }
 
 impl Options {
@@ -123,6 +141,7 @@ impl Options {
         let mut mailman_auth = String::from("restadmin:restpass");
         let mut mailman_dir = None;
         let mut scratch = None;
+        let (mut backends, mut postgres) = (vec![Backend::Sqlite], None);
         let mut num = std::collections::BTreeMap::new();
         const NUMERIC: [&str; 8] = [
             "--rounds",
@@ -149,6 +168,8 @@ impl Options {
                 "--mailman-dir" => mailman_dir = Some(PathBuf::from(value()?)),
                 "--no-mailman" => no_mailman = true,
                 "--scratch" => scratch = Some(PathBuf::from(value()?)),
+                "--backend" => backends = Backend::parse_list(&value()?)?,
+                "--postgres" => postgres = Some(value()?),
                 "-h" | "--help" => return Ok(None),
                 other => match NUMERIC.iter().find(|n| **n == other && **n != "--unused") {
                     Some(name) => {
@@ -196,6 +217,8 @@ impl Options {
             mailman_auth,
             mailman_dir,
             scratch,
+            backends,
+            postgres,
         }))
     }
 }
@@ -222,16 +245,52 @@ fn run(opts: &Options) -> Result<(), String> {
         utc(SystemTime::now()),
         loadavg()
     );
-    if opts.scenario.includes(Scenario::Fanout) {
-        println!("{}", fanout_scenario(opts, scratch.path())?);
+    let pg = if opts.backends.contains(&Backend::Postgres) {
+        Some(Postgres::connect(opts.postgres.as_deref())?)
+    } else {
+        None
+    };
+    if let Some(pg) = &pg {
+        println!("PostgreSQL: {}; every installation a fresh database there\n", pg.described);
     }
-    if opts.scenario.includes(Scenario::Throughput) {
+    let stores: Vec<Store<'_>> = opts
+        .backends
+        .iter()
+        .map(|b| match (b, &pg) {
+            (Backend::Postgres, Some(pg)) => Store::Postgres(pg),
+            _ => Store::Sqlite,
+        })
+        .collect();
+    let sqlite = opts.backends.contains(&Backend::Sqlite);
+    let mut headlines: Vec<(Backend, Vec<Headline>)> = opts.backends.iter().map(|b| (*b, Vec::new())).collect();
+    if opts.scenario.includes(Scenario::Fanout) {
+        for (i, store) in stores.iter().enumerate() {
+            let (report, figure) = fanout_scenario(opts, *store, scratch.path())?;
+            println!("{report}");
+            headlines[i].1.push(figure);
+        }
+    }
+    if opts.scenario.includes(Scenario::Throughput) && sqlite {
         println!("{}", throughput_scenario(opts, scratch.path())?);
     }
-    if opts.scenario.includes(Scenario::Mailman) {
+    if opts.scenario.includes(Scenario::Mailman) && sqlite {
         println!("{}", mailman_scenario(opts, scratch.path())?);
     }
+    // Not in `all` of the default run: its SQLite report is as it always was.
+    let delivery = opts.scenario == Scenario::Delivery || (opts.scenario == Scenario::All && pg.is_some());
+    if delivery {
+        for (i, store) in stores.iter().enumerate() {
+            let (report, figures) = delivery_scenario(opts, *store, scratch.path())?;
+            println!("{report}");
+            headlines[i].1.extend(figures);
+        }
+    }
+    if headlines.len() > 1 {
+        println!("{}", courrier_benches::backend::side_by_side(&headlines));
+    }
     println!("load average at the end: {}; finished {} UTC", loadavg(), utc(SystemTime::now()));
+    drop(scratch);
+    drop(pg);
     Ok(())
 }
 
@@ -466,8 +525,10 @@ fn wait_port(port: u16) -> Result<(), String> {
 // courrier: server, accounts, API
 // ---------------------------------------------------------------------------------------------
 
-/// Creates the bench user (site admin) and an API key with the CLI in `data_dir`; the key.
-fn prepare(opts: &Options, data_dir: &Path) -> Result<String, String> {
+/// Creates the installation of `data_dir` on `store`, the bench user (site admin) and an API key
+/// with the CLI; the key.
+fn prepare(opts: &Options, store: Store<'_>, data_dir: &Path) -> Result<String, String> {
+    store.create(data_dir)?;
     prepare_with(&opts.courrier, data_dir)
 }
 
@@ -634,27 +695,14 @@ fn remove_db(db: &Path) {
     }
 }
 
-fn copy_dir(from: &Path, to: &Path) -> Result<(), String> {
-    std::fs::create_dir_all(to).map_err(|e| format!("cannot create {}: {e}", to.display()))?;
-    for entry in std::fs::read_dir(from).map_err(|e| format!("cannot read {}: {e}", from.display()))? {
-        let entry = entry.map_err(|e| e.to_string())?;
-        let (src, dst) = (entry.path(), to.join(entry.file_name()));
-        if entry.file_type().map_err(|e| e.to_string())?.is_dir() {
-            copy_dir(&src, &dst)?;
-        } else {
-            std::fs::copy(&src, &dst).map_err(|e| format!("cannot copy {}: {e}", src.display()))?;
-        }
-    }
-    Ok(())
-}
-
-fn fanout_scenario(opts: &Options, scratch: &Path) -> Result<String, String> {
+fn fanout_scenario(opts: &Options, store: Store<'_>, scratch: &Path) -> Result<(String, Headline), String> {
     let n = opts.fanout_members;
     let started = (SystemTime::now(), loadavg());
     // The members are loaded once into a template data directory; each round's server starts on
-    // a fresh copy of it, so every round submits to the same list with an empty queue.
+    // a fresh copy of it (on PostgreSQL, of its database too), so every round submits to the same
+    // list with an empty queue.
     let template = scratch.join("fanout-template");
-    let key = prepare(opts, &template)?;
+    let key = prepare(opts, store, &template)?;
     eprintln!("fanout: loading {n} members");
     {
         let c = Courrier::launch(opts, &template, &key, 9, 0)?;
@@ -663,12 +711,18 @@ fn fanout_scenario(opts: &Options, scratch: &Path) -> Result<String, String> {
     }
     let mut rounds = Vec::new();
     for round in 1..=opts.rounds {
-        eprintln!("fanout round {round}/{}: bare SQLite, {n} rows in one transaction", opts.rounds);
-        let bare = bare_insert(&scratch.join("bare.db"), n)?;
-        eprintln!("  {:.3} s", bare.as_secs_f64());
-        eprintln!("fanout round {round}/{}: courrier POST sends, workers off", opts.rounds);
+        // The bare baseline writes an SQLite file: measured on the SQLite run only.
+        let bare = if store.is_postgres() {
+            Duration::ZERO
+        } else {
+            eprintln!("fanout round {round}/{}: bare SQLite, {n} rows in one transaction", opts.rounds);
+            let bare = bare_insert(&scratch.join("bare.db"), n)?;
+            eprintln!("  {:.3} s", bare.as_secs_f64());
+            bare
+        };
+        eprintln!("fanout round {round}/{}: courrier POST sends, workers off{}", opts.rounds, on(store));
         let dir = scratch.join(format!("fanout-{round}"));
-        copy_dir(&template, &dir)?;
+        store.copy(&template, &dir)?;
         let took = {
             let c = Courrier::launch(opts, &dir, &key, 9, 0)?;
             let (id, recipients, took) = c.submit(LIST)?;
@@ -678,15 +732,21 @@ fn fanout_scenario(opts: &Options, scratch: &Path) -> Result<String, String> {
             }
             took
         };
-        let _ = std::fs::remove_dir_all(&dir);
+        store.remove(&dir);
         eprintln!("  {:.3} s", took.as_secs_f64());
         rounds.push((bare, took));
     }
-    let _ = std::fs::remove_dir_all(&template);
+    store.remove(&template);
 
     let mut out = String::new();
-    let _ =
-        writeln!(out, "### fanout{} ({} UTC, load average {} at its start)", smoke(opts), utc(started.0), started.1);
+    let _ = writeln!(
+        out,
+        "### fanout{}{} ({} UTC, load average {} at its start)",
+        on(store),
+        smoke(opts),
+        utc(started.0),
+        started.1
+    );
     let _ = writeln!(
         out,
         "one `POST /api/v1/domains/{DOMAIN}/lists/{LIST}/sends` (text + html, {} bytes) to {n} active regular \
@@ -699,19 +759,22 @@ fn fanout_scenario(opts: &Options, scratch: &Path) -> Result<String, String> {
     let _ = writeln!(out);
     let _ = writeln!(out, "| round | bare SQLite | courrier submit | copies/s | ratio courrier/bare |");
     let _ = writeln!(out, "|---|---:|---:|---:|---:|");
+    // On PostgreSQL the bare SQLite baseline is not run.
+    let bare = |b: f64| if store.is_postgres() { "n/a".to_owned() } else { secs(b) };
+    let ratio = |b: f64, c: f64| if store.is_postgres() { "n/a".to_owned() } else { format!("{:.2}", c / b) };
     for (i, (b, c)) in rounds.iter().enumerate() {
         let (b, c) = (b.as_secs_f64(), c.as_secs_f64());
-        let _ = writeln!(out, "| {} | {} | {} | {:.0} | {:.2} |", i + 1, secs(b), secs(c), n as f64 / c, c / b);
+        let _ = writeln!(out, "| {} | {} | {} | {:.0} | {} |", i + 1, bare(b), secs(c), n as f64 / c, ratio(b, c));
     }
     let b = median(rounds.iter().map(|r| r.0.as_secs_f64()).collect());
     let c = median(rounds.iter().map(|r| r.1.as_secs_f64()).collect());
     let _ = writeln!(
         out,
-        "| **median** | **{}** | **{}** | **{:.0}** | **{:.2}** |",
-        secs(b),
+        "| **median** | **{}** | **{}** | **{:.0}** | **{}** |",
+        bare(b),
         secs(c),
         n as f64 / c,
-        c / b
+        ratio(b, c)
     );
     let _ = writeln!(out);
     let _ = writeln!(
@@ -727,7 +790,7 @@ fn fanout_scenario(opts: &Options, scratch: &Path) -> Result<String, String> {
             "NOT met"
         }
     );
-    Ok(out)
+    Ok((out, Headline { what: format!("fan-out of {n} copies (submit)"), value: n as f64 / c, rate: true }))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -751,7 +814,7 @@ fn throughput_scenario(opts: &Options, scratch: &Path) -> Result<String, String>
         eprintln!("throughput (smoke): {} is missing, so courrier alone against the builtin sink", missing.display());
     }
     let dir = scratch.join("throughput");
-    let key = prepare(opts, &dir)?;
+    let key = prepare(opts, Store::Sqlite, &dir)?;
 
     // The size of courrier's copy, measured at a builtin sink with a one-member list, sets the
     // size of smtp-source's messages.
@@ -1069,7 +1132,7 @@ fn mailman_scenario(opts: &Options, scratch: &Path) -> Result<String, String> {
     };
     let sink = Sink::builtin(port)?;
     let dir = scratch.join("mailman-courrier");
-    let key = prepare(opts, &dir)?;
+    let key = prepare(opts, Store::Sqlite, &dir)?;
     let mut c = Courrier::launch(opts, &dir, &key, port, opts.workers)?;
     c.create_list(LIST)?;
     c.import(LIST, 0, n)?;
@@ -1198,11 +1261,185 @@ struct MailmanRun {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Scenario 4: one server against two servers and two workers on one PostgreSQL database
+// ---------------------------------------------------------------------------------------------
+
+/// `courrier worker` on `dir`, its delivery workers sending to 127.0.0.1:`smtp_port`, started and
+/// waited for (its log says its delivery threads run); stopped with SIGTERM when dropped.
+fn start_worker(opts: &Options, dir: &Path, smtp_port: u16, name: &str) -> Result<Server, String> {
+    let mut cmd = worker_command(&opts.courrier, dir);
+    cmd.env("COURRIER_PUBLIC_URL", "https://lists.example.org")
+        .env("COURRIER_SMTP_URL", format!("smtp://127.0.0.1:{smtp_port}"))
+        .env("COURRIER_DELIVERY_WORKERS", opts.workers.to_string())
+        .env("COURRIER_LOG", "warn,courrier_cli=info");
+    let mut worker = Server::start(name, cmd, 0, dir.join(format!("{name}.log")))?.terminate_on_drop();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        worker.check_alive()?;
+        if std::fs::read_to_string(&worker.log).is_ok_and(|l| l.contains("delivery workers running")) {
+            return Ok(worker);
+        }
+        if Instant::now() > deadline {
+            return Err(format!("{name} did not start its delivery workers within 30 s; {}", worker.log_tail()));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// One send of `n` copies from the submit on `c` to `completed` with `n` sent and the sink
+/// holding them all; the time.
+fn deliver_one_send(c: &mut Courrier, sink: &Sink, n: u64) -> Result<Duration, String> {
+    let before = sink.messages();
+    let t = Instant::now();
+    let (id, recipients, _) = c.submit(LIST)?;
+    if recipients != n {
+        return Err(format!("the send has {recipients} recipients, not {n}"));
+    }
+    c.wait_sent(LIST, id, n)?;
+    let took = t.elapsed();
+    sink.wait(Sink::messages, before + n, Duration::from_secs(10))?;
+    Ok(took)
+}
+
+fn delivery_scenario(opts: &Options, store: Store<'_>, scratch: &Path) -> Result<(String, Vec<Headline>), String> {
+    let n = opts.messages;
+    let started = (SystemTime::now(), loadavg());
+    let sink = if opts.smtp_sink.is_file() {
+        Sink::smtp_sink(&opts.smtp_sink, free_port()?)?
+    } else if opts.smoke {
+        eprintln!("delivery (smoke): {} is missing, so the builtin sink", opts.smtp_sink.display());
+        Sink::builtin(free_port()?)?
+    } else {
+        return Err(format!("{} is missing: install Postfix's tools ({INSTALL_POSTFIX})", opts.smtp_sink.display()));
+    };
+    let dir = scratch.join(if store.is_postgres() { "delivery-pg" } else { "delivery" });
+    let key = prepare(opts, store, &dir)?;
+    {
+        // Workers off while the list is loaded.
+        let c = Courrier::launch(opts, &dir, &key, sink.port, 0)?;
+        c.create_list(LIST)?;
+        c.import(LIST, 0, n)?;
+    }
+    // Per round: one server; two servers and two workers (PostgreSQL only); the load average.
+    let mut rounds: Vec<(Duration, Option<Duration>, String)> = Vec::new();
+    for round in 1..=opts.rounds {
+        let load = loadavg();
+        eprintln!("delivery round {round}/{}{}: one server, {n} copies", opts.rounds, on(store));
+        let one = {
+            let mut c = Courrier::launch(opts, &dir, &key, sink.port, opts.workers)?;
+            deliver_one_send(&mut c, &sink, n)?
+        };
+        eprintln!("  {:.2} s", one.as_secs_f64());
+        let two = if store.is_postgres() {
+            eprintln!("delivery round {round}/{}: two servers and two workers, {n} copies", opts.rounds);
+            let mut a = Courrier::launch(opts, &dir, &key, sink.port, opts.workers)?;
+            let mut b = Courrier::launch(opts, &dir, &key, sink.port, opts.workers)?;
+            let mut w1 = start_worker(opts, &dir, sink.port, "courrier-worker-1")?;
+            let mut w2 = start_worker(opts, &dir, sink.port, "courrier-worker-2")?;
+            let took = deliver_one_send(&mut a, &sink, n)?;
+            for process in [&mut b.server, &mut w1, &mut w2] {
+                process.check_alive()?;
+            }
+            eprintln!("  {:.2} s", took.as_secs_f64());
+            Some(took)
+        } else {
+            None
+        };
+        rounds.push((one, two, load));
+    }
+    store.remove(&dir);
+
+    let rate = |d: Duration| n as f64 / d.as_secs_f64();
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "### delivery{}{} ({} UTC, load average {} at its start)",
+        on(store),
+        smoke(opts),
+        utc(started.0),
+        started.1
+    );
+    let _ = writeln!(
+        out,
+        "sink: {} on 127.0.0.1; one `POST .../sends` to {n} members timed from the POST until `GET .../sends/ID` \
+         says `completed` with {n} sent and the sink has them all. **one**: one `courrier serve` with \
+         `COURRIER_DELIVERY_WORKERS={w}`. **two**: two `courrier serve` and two `courrier worker` processes on the \
+         same database, `COURRIER_DELIVERY_WORKERS={w}` each ({} delivery threads claiming from one queue with \
+         `FOR UPDATE SKIP LOCKED`), the send submitted to the first server. Every process is started, and its \
+         workers running, before the POST; the two alternate round by round on the same installation.",
+        sink.what,
+        4 * opts.workers,
+        w = opts.workers
+    );
+    if !store.is_postgres() {
+        let _ = writeln!(
+            out,
+            "two: n/a on SQLite: its database is a file of one host (every process of an SQLite installation \
+             runs there, sharing it through its locks), so it has no several-server configuration to measure"
+        );
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(out, "| round | load average | one | one copies/s | two | two copies/s | ratio two/one |");
+    let _ = writeln!(out, "|---|---|---:|---:|---:|---:|---:|");
+    let na = || "n/a".to_owned();
+    for (i, (one, two, load)) in rounds.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "| {} | {load} | {} | {:.0} | {} | {} | {} |",
+            i + 1,
+            secs(one.as_secs_f64()),
+            rate(*one),
+            two.map_or_else(na, |d| secs(d.as_secs_f64())),
+            two.map_or_else(na, |d| format!("{:.0}", rate(d))),
+            two.map_or_else(na, |d| format!("{:.2}", rate(d) / rate(*one)))
+        );
+    }
+    let one = median(rounds.iter().map(|r| rate(r.0)).collect());
+    let two: Vec<f64> = rounds.iter().filter_map(|r| r.1.map(rate)).collect();
+    let two = if two.is_empty() { f64::NAN } else { median(two) };
+    let ratio = median(rounds.iter().filter_map(|r| r.1.map(|d| rate(d) / rate(r.0))).collect());
+    let _ = writeln!(
+        out,
+        "| **median** | | | **{one:.0}** | | **{}** | **{}** |",
+        if two.is_nan() { na() } else { format!("{two:.0}") },
+        if ratio.is_nan() { na() } else { format!("{ratio:.2}") }
+    );
+    if !ratio.is_nan() {
+        let _ = writeln!(out);
+        let cores = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
+        let verdict = if opts.smoke {
+            "smoke size, no verdict"
+        } else if cores < 4 {
+            "four processes, the sink and PostgreSQL share these cores: no verdict"
+        } else if ratio >= 1.6 {
+            "met"
+        } else {
+            "NOT met"
+        };
+        let _ = writeln!(
+            out,
+            "ratio two/one (median of the rounds'): {ratio:.2} (target >= 1.6 on a machine with the cores for it; \
+             {cores} cores here: {verdict})"
+        );
+    }
+    let figures = vec![
+        Headline { what: format!("delivery of {n} copies, one server"), value: one, rate: true },
+        Headline { what: format!("delivery of {n} copies, two servers + two workers"), value: two, rate: true },
+    ];
+    Ok((out, figures))
+}
+
+// ---------------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------------
 
 fn smoke(opts: &Options) -> &'static str {
     if opts.smoke { " (smoke)" } else { "" }
+}
+
+/// A scenario's title suffix: nothing on SQLite (its reports as they always were).
+fn on(store: Store<'_>) -> &'static str {
+    if store.is_postgres() { " on PostgreSQL" } else { "" }
 }
 
 fn secs(s: f64) -> String {
@@ -1224,6 +1461,23 @@ mod tests {
         assert_eq!((full.fanout_members, full.workers, full.sessions), (100_000, 4, 4));
         assert!(parse(&["--rounds", "0"]).is_err());
         assert!(parse(&["--workers", "65"]).is_err());
+    }
+
+    #[test]
+    fn sqlite_alone_unless_a_backend_is_named() {
+        let parse = |args: &[&str]| Options::parse(args.iter().map(|s| (*s).to_owned()));
+        let default = parse(&["--courrier", "/c"]).unwrap().unwrap();
+        assert_eq!((default.backends, default.postgres), (vec![Backend::Sqlite], None));
+        let both = parse(&["--courrier", "/c", "--backend", "both", "--postgres", "postgres://u@h/postgres"])
+            .unwrap()
+            .unwrap();
+        assert_eq!(both.backends, vec![Backend::Sqlite, Backend::Postgres]);
+        assert_eq!(both.postgres.as_deref(), Some("postgres://u@h/postgres"));
+        assert_eq!(
+            parse(&["--courrier", "/c", "--scenario", "delivery"]).unwrap().unwrap().scenario,
+            Scenario::Delivery
+        );
+        assert!(parse(&["--courrier", "/c", "--backend", "oracle"]).is_err());
     }
 
     #[test]

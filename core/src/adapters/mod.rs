@@ -19,6 +19,9 @@ pub mod pdf_sandbox;
 pub mod postgres;
 // The PostgreSQL adapter's names for the CLI and the benches: a path through the module would
 // read, to tests/src/tidy.rs, as their use of the `postgres` crate itself.
+pub use self::postgres::test_server::{
+    copy_database_at as copy_postgres_database_at, drop_database_at as drop_postgres_database_at,
+};
 pub use self::postgres::{
     DataKeyError as PostgresDataKeyError, PostgresStore, check_url as check_database_url,
     describe_backend as describe_postgres_backend, test_server::TestServer as PostgresTestServer,

@@ -167,6 +167,37 @@ impl TestServer {
 /// nextest runs each test in a process of its own, so a cluster per test would cost an `initdb`
 /// each.
 pub fn fresh_database_at(admin_url: &str) -> Result<String, TestServerError> {
+    create_database_at(admin_url, None)
+}
+
+/// A new database on the server that `admin_url` reaches, a copy of the database of `from_url`
+/// (`CREATE DATABASE ... TEMPLATE`: nothing may be connected to it); the new database's URL. The
+/// benches start each round on a copy of a loaded installation this way.
+pub fn copy_database_at(admin_url: &str, from_url: &str) -> Result<String, TestServerError> {
+    create_database_at(admin_url, Some(database_name(from_url)?))
+}
+
+/// Drops the database of `url` (one [`fresh_database_at`] or [`copy_database_at`] made), closing
+/// whatever connection is still open on it; nothing when it is gone already.
+pub fn drop_database_at(admin_url: &str, url: &str) -> Result<(), TestServerError> {
+    let name = database_name(url)?;
+    let mut admin = postgres::Client::connect(admin_url, postgres::NoTls)?;
+    admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))?;
+    Ok(())
+}
+
+/// The database of a URL this module made (letters, digits and `_` only: safe to name in SQL).
+fn database_name(url: &str) -> Result<&str, TestServerError> {
+    match url.rsplit_once('/') {
+        Some((_, name)) if !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') => Ok(name),
+        _ => Err(TestServerError::Command {
+            command: "a database URL".into(),
+            output: format!("{url} is not a postgres://.../database URL of a database made here"),
+        }),
+    }
+}
+
+fn create_database_at(admin_url: &str, template: Option<&str>) -> Result<String, TestServerError> {
     static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let (server, _) = admin_url.rsplit_once('/').ok_or_else(|| TestServerError::Command {
         command: "COURRIER_TEST_POSTGRES".into(),
@@ -176,7 +207,10 @@ pub fn fresh_database_at(admin_url: &str) -> Result<String, TestServerError> {
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let name = format!("t_{}_{nanos}_{n}", std::process::id());
     let mut admin = postgres::Client::connect(admin_url, postgres::NoTls)?;
-    admin.batch_execute(&format!("CREATE DATABASE {name}"))?;
+    match template {
+        None => admin.batch_execute(&format!("CREATE DATABASE {name}"))?,
+        Some(from) => admin.batch_execute(&format!("CREATE DATABASE {name} TEMPLATE {from}"))?,
+    }
     Ok(format!("{server}/{name}"))
 }
 
