@@ -112,13 +112,18 @@ pub enum StoreCopyError {
     Stopped(u64),
     #[error("the copy does not match its source: {0}")]
     Mismatch(String),
+    #[error(
+        "{0} message(s) accepted over LMTP are still in spool.db, not yet moved into the database: \
+         start the SQLite server (or `courrier worker`) until they are processed, stop it, then copy"
+    )]
+    Spooled(u64),
 }
 
 impl StoreCopyError {
     pub fn code(&self) -> Code {
         match self {
             StoreCopyError::NoSource(_) | StoreCopyError::MasterKey(_) => Code::ValidationFailed,
-            StoreCopyError::NotEmpty(_) | StoreCopyError::Finished => Code::Conflict,
+            StoreCopyError::NotEmpty(_) | StoreCopyError::Finished | StoreCopyError::Spooled(_) => Code::Conflict,
             StoreCopyError::Target(e) => crate::kernel::CoreError::code(e),
             StoreCopyError::DataKey(_)
             | StoreCopyError::Source(_)
@@ -424,6 +429,16 @@ pub fn copy(req: &CopyRequest<'_>, progress: &mut dyn FnMut(&Progress)) -> Resul
     let db_path = req.data_dir.join("courrier.db");
     if !db_path.is_file() {
         return Err(StoreCopyError::NoSource(db_path.display().to_string()));
+    }
+    // Acknowledged mail still in the spool would not reach PostgreSQL (its servers keep none).
+    let spool_path = req.data_dir.join("spool.db");
+    if spool_path.is_file() {
+        use crate::mailing::ports::Spool as _;
+        let spool = super::sqlite::SqliteSpool::open(&spool_path).map_err(|e| StoreCopyError::Source(e.to_string()))?;
+        let spooled = spool.count().map_err(|e| StoreCopyError::Source(e.to_string()))?;
+        if spooled > 0 {
+            return Err(StoreCopyError::Spooled(spooled));
+        }
     }
     // Its schema brought up to date, as every command does, then read on a connection of its own.
     drop(
@@ -822,6 +837,39 @@ mod tests {
             )
             .unwrap();
         }
+    }
+
+    #[test]
+    fn mail_still_in_the_spool_is_never_left_behind() {
+        use crate::mailing::ports::Spool as _;
+        let dir = tempfile::tempdir().unwrap();
+        two_users(dir.path());
+        let spool = crate::adapters::sqlite::SqliteSpool::open(&dir.path().join("spool.db")).unwrap();
+        let role = crate::mailing::model::Role::Post;
+        let message = crate::mailing::ports::NewInbound {
+            list_id: crate::mailing::model::ListId::from_stored(1),
+            role: &role,
+            recipient: "news@example.org",
+            envelope_from: Some("ann@example.net"),
+            raw: b"Subject: hi\r\n\r\nhello\r\n",
+        };
+        let keys = spool.put(&[message], crate::kernel::Timestamp::from_unix_secs(1)).unwrap();
+        use base64::Engine;
+        let master = MasterKey::parse(&base64::engine::general_purpose::STANDARD.encode([7u8; 32])).unwrap();
+        let req = CopyRequest {
+            data_dir: dir.path(),
+            documents: None,
+            url: "postgres://nobody@127.0.0.1:9/none",
+            master: &master,
+            now_micros: 1,
+            stop_after_batches: None,
+        };
+        let refused = copy(&req, &mut |_| {}).map(drop).unwrap_err();
+        assert!(matches!(refused, StoreCopyError::Spooled(1)), "{refused}");
+        assert_eq!(refused.code(), Code::Conflict);
+        spool.forget(&keys).unwrap();
+        let past = copy(&req, &mut |_| {}).map(drop).unwrap_err();
+        assert!(!matches!(past, StoreCopyError::Spooled(_)), "an empty spool lets the copy go on: {past}");
     }
 
     #[test]

@@ -24,6 +24,7 @@ const MIGRATIONS: &[Migration] = &[
     Migration { version: 5, name: "ocr", sql: include_str!("migrations/0005_ocr.sql") },
     Migration { version: 6, name: "shared_state", sql: include_str!("migrations/0006_shared_state.sql") },
     Migration { version: 7, name: "store_copy", sql: include_str!("migrations/0007_store_copy.sql") },
+    Migration { version: 8, name: "inbound_spool_key", sql: include_str!("migrations/0008_inbound_spool_key.sql") },
 ];
 
 /// The advisory lock key of migrations ("courrier" + 1 in ASCII, as one number): no other lock of
