@@ -47,6 +47,17 @@ const MAX_SIGNATURES: usize = 8;
 
 impl DkimVerifying for MailAuthDkim {
     fn verified_domains(&self, raw: &[u8], dns: &dyn Dns) -> Vec<String> {
+        // The message is anybody's: a panic in the library on some input must cost this post its
+        // signatures, not the processing thread.
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| verify(raw, dns))).unwrap_or_else(|_| {
+            tracing::warn!("the DKIM verifier panicked on a message: no signature counted");
+            Vec::new()
+        })
+    }
+}
+
+fn verify(raw: &[u8], dns: &dyn Dns) -> Vec<String> {
+    {
         let Some(authenticator) = authenticator() else { return Vec::new() };
         let Some(message) = AuthenticatedMessage::parse(raw) else { return Vec::new() };
         let mut keys = Keys(HashMap::new());
@@ -80,7 +91,8 @@ impl DkimVerifying for MailAuthDkim {
             .iter()
             .take(MAX_SIGNATURES)
             .filter(|o| *o.result() == DkimResult::Pass)
-            .filter_map(|o| o.signature().map(|s| s.d.to_ascii_lowercase()))
+            .filter_map(|o| o.signature())
+            .map(|s| s.d.to_ascii_lowercase())
             .collect()
     }
 }
@@ -267,5 +279,47 @@ mod tests {
             .insert("s1._domainkey.example.net".into(), Err(crate::kernel::DnsError("timeout".into())));
         assert!(MailAuthDkim.verified_domains(&signed, &elsewhere).is_empty(), "the key cannot be read");
         assert!(MailAuthDkim.verified_domains(b"\xff\x00 not mail", &dns).is_empty());
+    }
+
+    /// `l=` signs only the first bytes of the body: anyone may append to such a message and keep
+    /// it "verified" (RFC 6376 8.2). mail-auth's strict parsing drops such signatures; this pins
+    /// it, since a post's standing relies on it.
+    #[test]
+    fn a_signature_of_part_of_the_body_vouches_for_nothing() {
+        use crate::mailing::dkim::DkimKeyMaker as _;
+        use base64::Engine as _;
+        let pair = crate::adapters::openssl_dkim::OpensslKeyMaker::default().make().unwrap();
+        let record =
+            format!("v=DKIM1; k=rsa; p={}", base64::engine::general_purpose::STANDARD.encode(&pair.public_spki));
+        let dns = crate::kernel::TableDns::default();
+        dns.txt.lock().unwrap().insert("s1._domainkey.example.net".into(), Ok(vec![record]));
+        let signer = |length: bool| {
+            DkimSigner::from_key(
+                RsaKey::<Sha256>::from_key_der(PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(
+                    pair.private_der.as_slice(),
+                )))
+                .or_else(|_| {
+                    RsaKey::<Sha256>::from_key_der(PrivateKeyDer::Pkcs1(PrivatePkcs1KeyDer::from(
+                        pair.private_der.as_slice(),
+                    )))
+                })
+                .unwrap(),
+            )
+            .domain("example.net")
+            .selector("s1")
+            .headers(["From", "To", "Subject"])
+            .body_length(length)
+        };
+        let sign = |length: bool| {
+            let header = signer(length).sign(MESSAGE).unwrap().to_header();
+            [header.as_bytes(), MESSAGE].concat()
+        };
+        assert_eq!(MailAuthDkim.verified_domains(&sign(false), &dns), vec!["example.net".to_owned()], "the whole body");
+        let partial = sign(true);
+        assert!(String::from_utf8_lossy(&partial).contains(" l="), "signed with l=");
+        assert!(
+            MailAuthDkim.verified_domains(&partial, &dns).is_empty(),
+            "l=: text may be appended, so it counts for nothing"
+        );
     }
 }
