@@ -79,6 +79,28 @@ impl Postgres {
     }
 }
 
+/// The PostgreSQL server the run needs (`None` when `backends` names only SQLite), announced
+/// with `what` gets a fresh database there.
+pub fn connect_for(backends: &[Backend], admin_url: Option<&str>, what: &str) -> Result<Option<Postgres>, String> {
+    if !backends.contains(&Backend::Postgres) {
+        return Ok(None);
+    }
+    let pg = Postgres::connect(admin_url)?;
+    println!("PostgreSQL: {}; every {what} a fresh database there\n", pg.described);
+    Ok(Some(pg))
+}
+
+/// The stores to measure, in `backends`' order.
+pub fn stores<'a>(backends: &[Backend], pg: Option<&'a Postgres>) -> Vec<Store<'a>> {
+    backends
+        .iter()
+        .map(|b| match (b, pg) {
+            (Backend::Postgres, Some(pg)) => Store::Postgres(pg),
+            _ => Store::Sqlite,
+        })
+        .collect()
+}
+
 impl Drop for Postgres {
     fn drop(&mut self) {
         for url in self.made.lock().expect("not poisoned").drain(..) {

@@ -26,9 +26,9 @@
 
 use courrier_benches::mailman;
 use courrier_benches::{
-    Api, BENCH_EMAIL, Backend, HEALTH_PATH, Headline, Postgres, Server, Store, check_status, create_api_key,
-    create_bench_user, fmt_latency, free_port, harness_main, json, loadavg, median, percent_encode, percentile,
-    positive, serve_command, sibling, utc,
+    Api, BENCH_EMAIL, Backend, HEALTH_PATH, Headline, Server, Store, check_status, create_api_key, create_bench_user,
+    fmt_latency, free_port, harness_main, json, loadavg, median, percent_encode, percentile, positive, serve_command,
+    sibling, utc,
 };
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -235,22 +235,8 @@ fn run(opts: &Options) -> Result<(), String> {
     let _ =
         writeln!(out, "bench-members{smoke}: {} UTC, {cores} cores, load average at start {}", utc(started), loadavg());
     println!("{out}");
-    let pg = if opts.backends.contains(&Backend::Postgres) {
-        Some(Postgres::connect(opts.postgres.as_deref())?)
-    } else {
-        None
-    };
-    if let Some(pg) = &pg {
-        println!("PostgreSQL: {}; every server a fresh database there\n", pg.described);
-    }
-    let stores: Vec<Store<'_>> = opts
-        .backends
-        .iter()
-        .map(|b| match (b, &pg) {
-            (Backend::Postgres, Some(pg)) => Store::Postgres(pg),
-            _ => Store::Sqlite,
-        })
-        .collect();
+    let pg = courrier_benches::backend::connect_for(&opts.backends, opts.postgres.as_deref(), "server")?;
+    let stores = courrier_benches::backend::stores(&opts.backends, pg.as_ref());
     // The headline figures of each store, for the side-by-side table of `--backend both`.
     let mut headlines: Vec<(Backend, Vec<Headline>)> = opts.backends.iter().map(|b| (*b, Vec::new())).collect();
 

@@ -36,8 +36,8 @@
 
 use courrier_benches::mailman;
 use courrier_benches::{
-    Api, BENCH_EMAIL, Backend, Headline, Postgres, Server, Store, check_status, create_api_key, create_bench_user,
-    free_port, harness_main, json, loadavg, median, positive, serve_command, sibling, utc, worker_command,
+    Api, BENCH_EMAIL, Backend, Headline, Server, Store, check_status, create_api_key, create_bench_user, free_port,
+    harness_main, json, loadavg, median, positive, serve_command, sibling, utc, worker_command,
 };
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -245,22 +245,8 @@ fn run(opts: &Options) -> Result<(), String> {
         utc(SystemTime::now()),
         loadavg()
     );
-    let pg = if opts.backends.contains(&Backend::Postgres) {
-        Some(Postgres::connect(opts.postgres.as_deref())?)
-    } else {
-        None
-    };
-    if let Some(pg) = &pg {
-        println!("PostgreSQL: {}; every installation a fresh database there\n", pg.described);
-    }
-    let stores: Vec<Store<'_>> = opts
-        .backends
-        .iter()
-        .map(|b| match (b, &pg) {
-            (Backend::Postgres, Some(pg)) => Store::Postgres(pg),
-            _ => Store::Sqlite,
-        })
-        .collect();
+    let pg = courrier_benches::backend::connect_for(&opts.backends, opts.postgres.as_deref(), "installation")?;
+    let stores = courrier_benches::backend::stores(&opts.backends, pg.as_ref());
     let sqlite = opts.backends.contains(&Backend::Sqlite);
     let mut headlines: Vec<(Backend, Vec<Headline>)> = opts.backends.iter().map(|b| (*b, Vec::new())).collect();
     if opts.scenario.includes(Scenario::Fanout) {
