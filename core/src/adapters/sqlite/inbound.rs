@@ -53,30 +53,43 @@ fn held_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<HeldPost> {
     })
 }
 
+/// One inbound row, `received`; a row moved from the spool carries its key (a second move of the
+/// same key inserts nothing). The number of rows inserted.
+fn insert_row(
+    tx: &SqliteTx,
+    m: &NewInbound<'_>,
+    received_at: Timestamp,
+    spool_key: Option<&str>,
+) -> Result<usize, StoreError> {
+    let token = match m.role {
+        Role::Bounces { token } => token.as_deref(),
+        _ => None,
+    };
+    tx.conn()
+        .prepare_cached(
+            "INSERT INTO inbound (list_id, role, bounce_token, recipient, envelope_from, raw, size, received_at, state, spool_key)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'received', ?9)
+             ON CONFLICT (spool_key) WHERE spool_key IS NOT NULL DO NOTHING",
+        )
+        .and_then(|mut st| {
+            st.execute(params![
+                m.list_id.get(),
+                m.role.as_str(),
+                token,
+                m.recipient,
+                m.envelope_from,
+                m.raw,
+                m.raw.len() as i64,
+                received_at.unix_micros(),
+                spool_key
+            ])
+        })
+        .map_err(map_err)
+}
+
 impl InboxRepo for SqliteTx {
     fn insert_inbound(&mut self, m: &NewInbound<'_>, now: Timestamp) -> Result<InboundId, StoreError> {
-        let token = match m.role {
-            Role::Bounces { token } => token.as_deref(),
-            _ => None,
-        };
-        self.conn()
-            .prepare_cached(
-                "INSERT INTO inbound (list_id, role, bounce_token, recipient, envelope_from, raw, size, received_at, state)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'received')",
-            )
-            .and_then(|mut st| {
-                st.execute(params![
-                    m.list_id.get(),
-                    m.role.as_str(),
-                    token,
-                    m.recipient,
-                    m.envelope_from,
-                    m.raw,
-                    m.raw.len() as i64,
-                    now.unix_micros()
-                ])
-            })
-            .map_err(map_err)?;
+        insert_row(self, m, now, None)?;
         Ok(InboundId::from_stored(self.conn().last_insert_rowid()))
     }
 
@@ -86,31 +99,7 @@ impl InboxRepo for SqliteTx {
         key: &str,
         received_at: Timestamp,
     ) -> Result<Option<InboundId>, StoreError> {
-        let token = match m.role {
-            Role::Bounces { token } => token.as_deref(),
-            _ => None,
-        };
-        let n = self
-            .conn()
-            .prepare_cached(
-                "INSERT INTO inbound (list_id, role, bounce_token, recipient, envelope_from, raw, size, received_at, state, spool_key)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'received', ?9)
-                 ON CONFLICT (spool_key) WHERE spool_key IS NOT NULL DO NOTHING",
-            )
-            .and_then(|mut st| {
-                st.execute(params![
-                    m.list_id.get(),
-                    m.role.as_str(),
-                    token,
-                    m.recipient,
-                    m.envelope_from,
-                    m.raw,
-                    m.raw.len() as i64,
-                    received_at.unix_micros(),
-                    key
-                ])
-            })
-            .map_err(map_err)?;
+        let n = insert_row(self, m, received_at, Some(key))?;
         Ok((n == 1).then(|| InboundId::from_stored(self.conn().last_insert_rowid())))
     }
 
