@@ -333,12 +333,7 @@ pub fn run(bound: Bound, shutdown: impl Future<Output = ()> + Send + 'static) ->
         // The installation's periodic chores, each run by one process of it (this one or a worker).
         let chores = crate::chores::start(&bound.services);
         let lmtp = match bound.lmtp {
-            Some(l) => {
-                let l = tokio::net::TcpListener::from_std(l).map_err(CliError::Serve)?;
-                tracing::info!(addr = %l.local_addr().map_err(CliError::Serve)?, "LMTP listening");
-                let app = Arc::clone(&bound.services.mailing);
-                Some(tokio::spawn(courrier_mail::serve(l, app, bound.lmtp_limits, std::future::pending())))
-            }
+            Some(l) => Some(start_lmtp(l, Arc::clone(&bound.services.mailing), bound.lmtp_limits)?),
             None => None,
         };
         let workers = crate::workers::start(
@@ -364,12 +359,67 @@ pub fn run(bound: Bound, shutdown: impl Future<Output = ()> + Send + 'static) ->
             tokio::task::spawn_blocking(move || ingest.stop()).await.ok();
         }
         if let Some(lmtp) = lmtp {
-            lmtp.abort();
+            tokio::task::spawn_blocking(move || lmtp.stop()).await.ok();
         }
         // Copies in flight finish their SMTP exchange; the rest stay queued for the next start.
         tokio::task::spawn_blocking(move || workers.stop()).await.ok();
         served.map_err(CliError::Serve)
     })
+}
+
+/// The LMTP server on a thread of its own, with a single-threaded runtime: its sessions wait on
+/// each other's commits and on their clients, turn by turn; on the HTTP server's multi-threaded
+/// runtime every such wake-up also woke a second worker to look for work to steal (measured:
+/// more CPU and context switches per accepted post, `BENCHMARKS.md`, issue 20).
+struct Lmtp {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+fn start_lmtp(
+    listener: std::net::TcpListener,
+    app: Arc<courrier_core::mailing::Service>,
+    limits: courrier_mail::LmtpLimits,
+) -> Result<Lmtp, CliError> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(CliError::Serve)?;
+    let listener = {
+        let _entered = runtime.enter();
+        tokio::net::TcpListener::from_std(listener).map_err(CliError::Serve)?
+    };
+    tracing::info!(addr = %listener.local_addr().map_err(CliError::Serve)?, "LMTP listening");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::Builder::new()
+        .name("courrier-lmtp".into())
+        .spawn(move || {
+            let stopped = async move {
+                let _ = stopped.await;
+            };
+            if let Err(e) = runtime.block_on(courrier_mail::serve(listener, app, limits, stopped)) {
+                tracing::error!(error = %e, "the LMTP server stopped");
+            }
+            // Sessions still open end with the runtime: a message not yet acknowledged is retried
+            // by the MTA.
+        })
+        .map_err(CliError::Serve)?;
+    Ok(Lmtp { stop: Some(stop), thread: Some(thread) })
+}
+
+impl Lmtp {
+    fn stop(self) {
+        drop(self);
+    }
+}
+
+/// Stops the LMTP server and waits for its thread, also when the HTTP server's start failed.
+impl Drop for Lmtp {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
 }
 
 /// Resolves on SIGTERM or SIGINT.

@@ -22,7 +22,8 @@ use courrier_core::mailing::inbound::{self, InboundError, Resolved};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 
 /// The server's limits.
@@ -136,13 +137,29 @@ enum Line {
     Eof,
 }
 
-/// Reads one line into `out`, at most `max` bytes; a longer one is consumed and dropped.
-async fn read_line<R: AsyncBufRead + Unpin>(r: &mut R, out: &mut Vec<u8>, max: usize) -> std::io::Result<Line> {
+/// Reads one line into `out`, at most `max` bytes; a longer one is consumed and dropped. `wait`
+/// bounds each wait for the peer (`None` when it ran out): the timer is armed only when the
+/// buffer is empty, so a 10 KiB message already read costs no timer per line.
+async fn read_line<R: AsyncRead + Unpin>(
+    r: &mut BufReader<R>,
+    out: &mut Vec<u8>,
+    max: usize,
+    wait: Option<Duration>,
+) -> std::io::Result<Option<Line>> {
     let mut too_long = false;
     loop {
-        let buf = r.fill_buf().await?;
+        let buf = if !r.buffer().is_empty() {
+            r.buffer()
+        } else if let Some(wait) = wait {
+            match tokio::time::timeout(wait, r.fill_buf()).await {
+                Ok(buf) => buf?,
+                Err(_) => return Ok(None),
+            }
+        } else {
+            r.fill_buf().await?
+        };
         if buf.is_empty() {
-            return Ok(Line::Eof);
+            return Ok(Some(Line::Eof));
         }
         let (n, done) = match buf.iter().position(|b| *b == b'\n') {
             Some(i) => (i + 1, true),
@@ -157,7 +174,7 @@ async fn read_line<R: AsyncBufRead + Unpin>(r: &mut R, out: &mut Vec<u8>, max: u
         }
         r.consume(n);
         if done {
-            return Ok(if too_long { Line::TooLong } else { Line::Complete });
+            return Ok(Some(if too_long { Line::TooLong } else { Line::Complete }));
         }
     }
 }
@@ -188,15 +205,32 @@ fn path_of<'a>(args: &'a str, keyword: &str) -> Option<(&'a str, &'a str)> {
     Some((rest[..end].trim(), rest[end + 1..].trim()))
 }
 
+/// One connection. Replies are buffered and sent when the session is about to wait for the peer
+/// (RFC 2920: a pipelining client gets the replies to its group of commands together; one that
+/// waits for each reply gets it in one segment, its CRLF included, not split over two).
 async fn session(
     stream: TcpStream,
     app: &Arc<Service>,
     acceptor: &Acceptor,
     limits: &LmtpLimits,
 ) -> std::io::Result<()> {
-    let (read, mut write) = stream.into_split();
+    let (read, write) = stream.into_split();
     let mut read = BufReader::with_capacity(16 * 1024, read);
-    reply(&mut write, &format!("220 {} LMTP Courrier ready", limits.hostname)).await?;
+    let mut write = BufWriter::with_capacity(4 * 1024, write);
+    let ended = commands(&mut read, &mut write, app, acceptor, limits).await;
+    // The last replies (a 221, a 421) are sent whatever ended the session.
+    let flushed = write.flush().await;
+    ended.and(flushed)
+}
+
+async fn commands(
+    read: &mut BufReader<OwnedReadHalf>,
+    write: &mut BufWriter<OwnedWriteHalf>,
+    app: &Arc<Service>,
+    acceptor: &Acceptor,
+    limits: &LmtpLimits,
+) -> std::io::Result<()> {
+    reply(write, &format!("220 {} LMTP Courrier ready", limits.hostname)).await?;
     let mut greeted = false;
     let mut env = Envelope::default();
     // Whether this connection's last message was stored and it has not started another since.
@@ -205,22 +239,27 @@ async fn session(
     let mut line = Vec::with_capacity(256);
     loop {
         line.clear();
+        if !read.buffer().contains(&b'\n') {
+            // Nothing more pipelined: the replies so far go out before the wait.
+            write.flush().await?;
+        }
         let got = match tokio::time::timeout(
             limits.command_timeout,
-            read_line(&mut read, &mut line, limits.max_command_line),
+            read_line(read, &mut line, limits.max_command_line, None),
         )
         .await
         {
             Ok(got) => got?,
-            Err(_) => {
-                reply(&mut write, "421 4.4.2 timeout waiting for a command").await?;
-                return Ok(());
-            }
+            Err(_) => None,
+        };
+        let Some(got) = got else {
+            reply(write, "421 4.4.2 timeout waiting for a command").await?;
+            return Ok(());
         };
         match got {
             Line::Eof => return Ok(()),
             Line::TooLong => {
-                reply(&mut write, "500 5.5.2 line too long").await?;
+                reply(write, "500 5.5.2 line too long").await?;
                 continue;
             }
             Line::Complete => {}
@@ -237,14 +276,14 @@ async fn session(
                 let size = limits.max_message_bytes;
                 let text =
                     format!("250-{h}\r\n250-PIPELINING\r\n250-ENHANCEDSTATUSCODES\r\n250-8BITMIME\r\n250 SIZE {size}");
-                reply(&mut write, &text).await?;
+                reply(write, &text).await?;
             }
-            "HELO" | "EHLO" => reply(&mut write, "500 5.5.1 this is LMTP: say LHLO").await?,
+            "HELO" | "EHLO" => reply(write, "500 5.5.1 this is LMTP: say LHLO").await?,
             "MAIL" => {
                 if !greeted {
-                    reply(&mut write, "503 5.5.1 LHLO first").await?;
+                    reply(write, "503 5.5.1 LHLO first").await?;
                 } else if env.from.is_some() {
-                    reply(&mut write, "503 5.5.1 nested MAIL command").await?;
+                    reply(write, "503 5.5.1 nested MAIL command").await?;
                 } else {
                     match path_of(args, "FROM:") {
                         Some((addr, params)) if addr.len() <= 256 => {
@@ -253,29 +292,29 @@ async fn session(
                                 k.eq_ignore_ascii_case("SIZE").then(|| v.parse::<usize>().ok()).flatten()
                             });
                             if size.is_some_and(|s| s > limits.max_message_bytes) {
-                                reply(&mut write, "552 5.3.4 message size exceeds the server's limit").await?;
+                                reply(write, "552 5.3.4 message size exceeds the server's limit").await?;
                             } else {
                                 env.from = Some((!addr.is_empty()).then(|| addr.to_owned()));
                                 env.declared_size = size;
                                 env.receiving = Some(acceptor.receiving(std::mem::take(&mut answered)));
-                                reply(&mut write, "250 2.1.0 Ok").await?;
+                                reply(write, "250 2.1.0 Ok").await?;
                             }
                         }
-                        _ => reply(&mut write, "501 5.5.4 syntax: MAIL FROM:<address>").await?,
+                        _ => reply(write, "501 5.5.4 syntax: MAIL FROM:<address>").await?,
                     }
                 }
             }
             "RCPT" => {
                 let Some((addr, _)) = path_of(args, "TO:").filter(|(a, _)| !a.is_empty() && a.len() <= 256) else {
-                    reply(&mut write, "501 5.5.4 syntax: RCPT TO:<address>").await?;
+                    reply(write, "501 5.5.4 syntax: RCPT TO:<address>").await?;
                     continue;
                 };
                 if env.from.is_none() {
-                    reply(&mut write, "503 5.5.1 MAIL first").await?;
+                    reply(write, "503 5.5.1 MAIL first").await?;
                     continue;
                 }
                 if env.recipients.len() >= limits.max_recipients {
-                    reply(&mut write, "452 4.5.3 too many recipients").await?;
+                    reply(write, "452 4.5.3 too many recipients").await?;
                     continue;
                 }
                 let found = match resolved.recall(addr, env.declared_size) {
@@ -291,52 +330,52 @@ async fn session(
                     Ok(r) => {
                         if env.declared_size.is_some_and(|s| inbound::check_size(&r, s).is_err()) {
                             let kb = r.list.policies.max_message_kb;
-                            reply(&mut write, &format!("552 5.3.4 <{addr}> the list takes messages up to {kb} KiB"))
-                                .await?;
+                            reply(write, &format!("552 5.3.4 <{addr}> the list takes messages up to {kb} KiB")).await?;
                         } else {
                             env.recipients.push(r);
-                            reply(&mut write, "250 2.1.5 Ok").await?;
+                            reply(write, "250 2.1.5 Ok").await?;
                         }
                     }
-                    Err(e) => reply(&mut write, &refusal(addr, &e)).await?,
+                    Err(e) => reply(write, &refusal(addr, &e)).await?,
                 }
             }
             "DATA" => {
                 if env.from.is_none() || env.recipients.is_empty() {
                     // No message follows: the store thread need not wait for this session.
                     env.receiving = None;
-                    reply(&mut write, "503 5.5.1 no valid recipients").await?;
+                    reply(write, "503 5.5.1 no valid recipients").await?;
                     continue;
                 }
-                reply(&mut write, "354 end data with <CR><LF>.<CR><LF>").await?;
+                reply(write, "354 end data with <CR><LF>.<CR><LF>").await?;
+                write.flush().await?;
                 // No list takes more than its limit: read no more than the largest of them.
                 let cap =
                     env.recipients.iter().map(Resolved::max_bytes).max().unwrap_or(0).min(limits.max_message_bytes);
-                let data = match read_data(&mut read, cap, limits.max_message_bytes, limits.data_timeout).await? {
+                let data = match read_data(read, cap, limits.max_message_bytes, limits.data_timeout).await? {
                     Some(Data::Flood) => {
-                        reply(&mut write, "552 5.3.4 message far over the size limit, closing").await?;
+                        reply(write, "552 5.3.4 message far over the size limit, closing").await?;
                         return Ok(());
                     }
                     Some(data) => data,
                     None => {
-                        reply(&mut write, "421 4.4.2 timeout or connection lost in DATA").await?;
+                        reply(write, "421 4.4.2 timeout or connection lost in DATA").await?;
                         return Ok(());
                     }
                 };
                 let env = std::mem::take(&mut env);
-                answered = deliver(&mut write, app, acceptor, &mut resolved, env, data).await?;
+                answered = deliver(write, app, acceptor, &mut resolved, env, data).await?;
             }
             "RSET" => {
                 env = Envelope::default();
-                reply(&mut write, "250 2.0.0 Ok").await?;
+                reply(write, "250 2.0.0 Ok").await?;
             }
-            "NOOP" => reply(&mut write, "250 2.0.0 Ok").await?,
-            "VRFY" => reply(&mut write, "252 2.5.0 cannot verify, but will accept").await?,
+            "NOOP" => reply(write, "250 2.0.0 Ok").await?,
+            "VRFY" => reply(write, "252 2.5.0 cannot verify, but will accept").await?,
             "QUIT" => {
-                reply(&mut write, &format!("221 2.0.0 {} closing", limits.hostname)).await?;
+                reply(write, &format!("221 2.0.0 {} closing", limits.hostname)).await?;
                 return Ok(());
             }
-            _ => reply(&mut write, "500 5.5.2 command not recognised").await?,
+            _ => reply(write, "500 5.5.2 command not recognised").await?,
         }
     }
 }
@@ -351,8 +390,8 @@ enum Data {
 }
 
 /// Reads message data to the lone dot. `None` when the peer went silent or away.
-async fn read_data<R: AsyncBufRead + Unpin>(
-    r: &mut R,
+async fn read_data<R: AsyncRead + Unpin>(
+    r: &mut BufReader<R>,
     cap: usize,
     flood: usize,
     timeout: Duration,
@@ -368,9 +407,8 @@ async fn read_data<R: AsyncBufRead + Unpin>(
         }
         // One line may not be longer than what is left of the allowance (plus its dot and CRLF).
         let room = cap.saturating_sub(message.len()) + 3;
-        let got = match tokio::time::timeout(timeout, read_line(r, &mut line, room)).await {
-            Ok(got) => got?,
-            Err(_) => return Ok(None),
+        let Some(got) = read_line(r, &mut line, room, Some(timeout)).await? else {
+            return Ok(None);
         };
         match got {
             Line::Eof => return Ok(None),
@@ -505,7 +543,7 @@ mod tests {
         let mut out = Vec::new();
         loop {
             let mut buf = Vec::new();
-            let got = read_line(&mut r, &mut buf, max).await.unwrap();
+            let got = read_line(&mut r, &mut buf, max, None).await.unwrap().unwrap();
             if got == Line::Eof {
                 return out;
             }
@@ -529,7 +567,7 @@ mod tests {
         };
         assert_eq!(m, b"a\r\n.b\r\n");
         let mut rest = Vec::new();
-        read_line(&mut r, &mut rest, 100).await.unwrap();
+        read_line(&mut r, &mut rest, 100, None).await.unwrap();
         assert_eq!(rest, b"NEXT\r\n", "the next command is left unread");
         let mut r = BufReader::new(&b"0123456789\r\n0123456789\r\n.\r\n"[..]);
         assert!(matches!(read_data(&mut r, 15, 1000, Duration::from_secs(1)).await.unwrap(), Some(Data::TooLarge)));

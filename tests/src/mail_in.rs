@@ -179,6 +179,41 @@ fn lmtp_answers_each_recipient_unknown_addresses_550_and_oversized_posts_552() {
     assert_eq!(outcome(&app.core, 2), "forwarded");
 }
 
+/// RFC 2920 (the server advertises PIPELINING): a client that sends its commands in groups
+/// without waiting gets every reply, in order, and the replies are sent before the server waits
+/// (after the group, after the 354, after the data, after QUIT).
+#[test]
+fn a_pipelining_lmtp_client_gets_every_reply_in_order_and_its_post_is_stored() {
+    let sink = SmtpSink::start();
+    let (app, key) = setup(&sink, &[]);
+    patch_list(&app, &key, json!({ "posting_policy": "open" }));
+    let mut c = Lmtp::connect(app.lmtp.unwrap());
+    c.writer
+        .write_all(
+            b"MAIL FROM:<ann@example.net>\r\nRCPT TO:<news@example.org>\r\nRCPT TO:<nobody@example.org>\r\n\
+              RCPT TO:<news-owner@example.org>\r\nDATA\r\n",
+        )
+        .unwrap();
+    let group: Vec<String> = (0..5).map(|_| c.reply()).collect();
+    for (reply, code) in group.iter().zip(["250", "250", "550 5.1.1", "250", "354"]) {
+        assert!(reply.starts_with(code), "{group:?}");
+    }
+    // The data, its end and the next transaction's first commands in one write.
+    let body = message("ann@example.net", "piped@x", "Piped", "");
+    let mut data = body.replace("\r\n", "\n").replace('\n', "\r\n");
+    data.push_str(".\r\nNOOP\r\nQUIT\r\n");
+    c.writer.write_all(data.as_bytes()).unwrap();
+    let after: Vec<String> = (0..4).map(|_| c.reply()).collect();
+    assert!(after[0].starts_with("250 2.0.0 <news@example.org>"), "{after:?}");
+    assert!(after[1].starts_with("250 2.0.0 <news-owner@example.org>"), "{after:?}");
+    assert!(after[2].starts_with("250"), "NOOP: {after:?}");
+    assert!(after[3].starts_with("221"), "QUIT: {after:?}");
+    let mut rest = String::new();
+    assert_eq!(c.reader.read_line(&mut rest).unwrap(), 0, "closed after 221: {rest:?}");
+    assert_eq!(outcome(&app.core, 1), "posted");
+    assert_eq!(outcome(&app.core, 2), "forwarded");
+}
+
 #[test]
 fn silent_and_slow_lmtp_clients_do_not_hold_the_others_and_an_overlong_command_is_refused() {
     let sink = SmtpSink::start();
