@@ -18,13 +18,7 @@ pub const SUBSCRIBER_COOKIE: &str = "svc_subscriber";
 
 /// An API key wins over a cookie: requests with a key are exempt from CSRF, as the contract says.
 pub fn credential_of(headers: &HeaderMap) -> Credential {
-    let bearer = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
-        .map(str::trim);
-    let key_header = headers.get("x-api-key").and_then(|v| v.to_str().ok()).map(str::trim);
-    if let Some(key) = bearer.or(key_header) {
+    if let Some(key) = api_key_of(headers) {
         return Credential::ApiKey(key.to_owned());
     }
     if let Some(token) = session_cookie(headers) {
@@ -32,6 +26,16 @@ pub fn credential_of(headers: &HeaderMap) -> Credential {
         return Credential::Session { token, csrf };
     }
     Credential::None
+}
+
+/// The API key of the request, if it carries one (as [`credential_of`] finds it), borrowed.
+fn api_key_of(headers: &HeaderMap) -> Option<&str> {
+    let bearer = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .map(str::trim);
+    bearer.or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()).map(str::trim))
 }
 
 pub fn session_cookie(headers: &HeaderMap) -> Option<String> {
@@ -102,24 +106,27 @@ pub fn authenticate(
     state: &AppState,
     req: &Request,
 ) -> impl std::future::Future<Output = Result<std::sync::Arc<Principal>, ApiError>> + Send + 'static {
-    let credential = credential_of(req.headers());
     let mutating = !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
-    let app = state.access.clone();
     // A key the cache knows is checked here, on the runtime's thread: no store read, only the
-    // store's change marker (an in-memory read) and a SHA-256. The deliberate exception to "core
+    // store's change marker (one `pread` of the WAL index) and a comparison with the secret the
+    // entry already checked (a SHA-256 the first time). The deliberate exception to "core
     // runs in the blocking pool": the hop cost several times the check (BENCHMARKS.md).
     // On a shared database (PostgreSQL) the marker and the quota are read over the network: there
     // `principal::authenticate` asks the cache itself, in the blocking pool, where the sync driver
     // may block.
-    let on_thread = principal::checks_cached_keys_in_memory(&app);
-    let cached = match &credential {
-        Credential::ApiKey(secret) if on_thread => principal::authenticate_cached_key(&app, secret),
+    // The key is checked borrowed from the headers: a known key's request copies nothing.
+    let cached = match api_key_of(req.headers()) {
+        Some(secret) if principal::checks_cached_keys_in_memory(&state.access) => {
+            principal::authenticate_cached_key(&state.access, secret)
+        }
         _ => None,
     };
+    // Either the cache's answer, or what the blocking pool needs to find one.
+    let answer = cached.ok_or_else(|| (credential_of(req.headers()), state.access.clone()));
     async move {
-        match cached {
-            Some(result) => result.map_err(ApiError::from),
-            None => {
+        match answer {
+            Ok(result) => result.map_err(ApiError::from),
+            Err((credential, app)) => {
                 run_blocking(move || principal::authenticate(&app, &credential, mutating).map_err(ApiError::from)).await
             }
         }

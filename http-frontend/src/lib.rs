@@ -30,9 +30,32 @@ use error::ApiError;
 use routes::{ParamKind, Route};
 use std::sync::Arc;
 
-/// What every handler can reach: one service per context, each handler using its own.
+/// What every handler can reach: one service per context, each handler using its own. Behind
+/// one `Arc`: the router clones it per request (the route guard, each `State` extractor), and a
+/// clone of the fields themselves (four `Arc`s, two `Bytes`) was 3% of an authenticated read's
+/// CPU in the profile (BENCHMARKS.md, issue 18's third pass). Read through `Deref`; set up
+/// through `DerefMut` before the router is built (a shared state is copied, never changed under
+/// the requests that hold it).
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for AppState {
+    fn deref_mut(&mut self) -> &mut Shared {
+        Arc::make_mut(&mut self.0)
+    }
+}
+
+/// The fields of [`AppState`].
+#[derive(Clone)]
+pub struct Shared {
     pub access: Arc<access_ctx::Service>,
     pub mailing: Arc<mailing_ctx::Service>,
     pub ocr: Arc<ocr_ctx::Service>,
@@ -58,7 +81,7 @@ impl AppState {
     ) -> Self {
         let render = |api| bytes::Bytes::from(openapi::document(api, version.build.version).to_string());
         let version_json = courrier_core::system::version_view(version).to_string().into();
-        Self {
+        Self(Arc::new(Shared {
             version_json,
             openapi_mailing: render(routes::Api::Mailing),
             openapi_ocr: render(routes::Api::Ocr),
@@ -68,7 +91,7 @@ impl AppState {
             access,
             mailing,
             ocr,
-        }
+        }))
     }
 }
 

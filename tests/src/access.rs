@@ -967,3 +967,32 @@ fn changes_made_by_another_process_reach_cached_keys_at_once() {
     cli(&["role", "grant", "--email", "a@example.org", "--role", "site_admin"], "");
     assert_eq!(total(), 2, "the grant by another process is seen at once");
 }
+
+/// A key's secret, once checked, is remembered by its cache entry (no SHA-256 on later requests):
+/// another secret under the same prefix is still refused, also right after the right one, and a
+/// revocation refuses the remembered secret on the very next request.
+#[test]
+fn a_remembered_key_secret_admits_only_those_bytes_and_not_past_a_revocation() {
+    let app = TestApp::spawn();
+    let core = app.core.clone();
+    let admin = make_user(&core, "da@example.org", &[Role::SiteAdmin]);
+    let key = make_key(&core, &admin, KeyScope::User, &[Perm::Read], None);
+    let (prefix, secret) = courrier_core::access::principal::parse_key(&key).expect("a well-formed key");
+    // The same prefix, the last hex digit of the secret changed: well-formed, wrong.
+    let last = if secret.ends_with('0') { '1' } else { '0' };
+    let forged = format!("svc_{prefix}_{}{last}", &secret[..secret.len() - 1]);
+    for round in 0..3 {
+        assert_eq!(call(&app, "GET", "/api/v1/system/version", &[bearer(&key)], None).status, 200, "round {round}");
+        call(&app, "GET", "/api/v1/system/version", &[bearer(&forged)], None).expect_error(401, "unauthenticated");
+    }
+    assert_eq!(call(&app, "GET", "/api/v1/system/version", &[bearer(&key)], None).status, 200);
+    let id = keys::list(&core.access, &Principal::operator(), Default::default())
+        .unwrap()
+        .items
+        .iter()
+        .find(|k| k.user_id == admin.id)
+        .unwrap()
+        .id;
+    keys::revoke(&core.access, &Principal::operator(), &RequestCtx::cli(), id).unwrap();
+    call(&app, "GET", "/api/v1/system/version", &[bearer(&key)], None).expect_error(401, "unauthenticated");
+}

@@ -21,6 +21,33 @@ pub struct CachedKey {
     /// The key's principal when its user exists and is active; shared by every request of the key,
     /// so a cache hit allocates nothing.
     pub principal: Option<Arc<Principal>>,
+    /// The secret last found to match `secret_hash`: a request presenting these same bytes is
+    /// checked by a constant-time comparison instead of a SHA-256. It lives as long as the entry,
+    /// which any change of users, roles or keys drops (the module's rule), so a revoked key is
+    /// refused from the next request exactly as before.
+    pub verified: VerifiedSecret,
+}
+
+/// A secret already checked against its hash (never printed).
+#[derive(Clone, Default)]
+pub struct VerifiedSecret(std::sync::OnceLock<Box<[u8]>>);
+
+impl VerifiedSecret {
+    /// Whether `secret` is the one already checked (constant time in where it differs).
+    pub fn is(&self, secret: &[u8]) -> bool {
+        self.0.get().is_some_and(|known| crate::kernel::secrets::constant_time_eq(known, secret))
+    }
+
+    /// Remembers `secret`, just checked against the entry's hash.
+    pub fn remember(&self, secret: &[u8]) {
+        let _ = self.0.set(secret.into());
+    }
+}
+
+impl std::fmt::Debug for VerifiedSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.get().is_some() { "VerifiedSecret(<redacted>)" } else { "VerifiedSecret(None)" })
+    }
 }
 
 impl CachedKey {
@@ -29,7 +56,7 @@ impl CachedKey {
         let principal = user
             .filter(|u| u.status == UserStatus::Active)
             .map(|u| Arc::new(Principal { user: Some(u), via: Via::Key(key.clone()), roles }));
-        Self { key, secret_hash, principal }
+        Self { key, secret_hash, principal, verified: VerifiedSecret::default() }
     }
 }
 
@@ -99,7 +126,20 @@ mod tests {
             },
             secret_hash: "h".into(),
             principal: None,
+            verified: VerifiedSecret::default(),
         }
+    }
+
+    #[test]
+    fn a_remembered_secret_matches_only_its_own_bytes_and_is_never_printed() {
+        let v = VerifiedSecret::default();
+        assert!(!v.is(b"svc_a_b"), "nothing checked yet");
+        v.remember(b"svc_a_b");
+        assert!(v.is(b"svc_a_b"));
+        assert!(!v.is(b"svc_a_c") && !v.is(b"svc_a_") && !v.is(b"svc_a_bb") && !v.is(b""));
+        v.remember(b"svc_a_c");
+        assert!(v.is(b"svc_a_b") && !v.is(b"svc_a_c"), "the first secret checked stays");
+        assert_eq!(format!("{v:?}"), "VerifiedSecret(<redacted>)");
     }
 
     #[test]

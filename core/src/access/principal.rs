@@ -347,8 +347,13 @@ pub fn authenticate_cached_key(app: &Service, secret: &str) -> Option<Result<Arc
 }
 
 fn check_key(app: &Service, entry: &CachedKey, secret: &str, now: Timestamp) -> Result<Arc<Principal>, AccessError> {
-    if !secrets::constant_time_eq(secrets::sha256_hex(secret.as_bytes()).as_bytes(), entry.secret_hash.as_bytes()) {
-        return Err(refuse("wrong API key secret"));
+    // The bytes already checked against this entry's hash need no SHA-256 again (the entry, and
+    // what it remembers, go with any change of users, roles or keys).
+    if !entry.verified.is(secret.as_bytes()) {
+        if !secrets::constant_time_eq(secrets::sha256_hex(secret.as_bytes()).as_bytes(), entry.secret_hash.as_bytes()) {
+            return Err(refuse("wrong API key secret"));
+        }
+        entry.verified.remember(secret.as_bytes());
     }
     if entry.key.revoked_at.is_some() {
         return Err(refuse("revoked API key"));
