@@ -31,11 +31,20 @@ impl Timestamp {
 
     /// RFC 3339 / ISO 8601 in UTC with microseconds: `2026-11-23T09:20:49.123456Z`.
     pub fn to_rfc3339(self) -> String {
+        let mut out = String::with_capacity(27);
+        self.write_rfc3339(&mut out);
+        out
+    }
+
+    /// [`Self::to_rfc3339`] appended to `out` (pages of members write hundreds of them).
+    pub fn write_rfc3339(self, out: &mut String) {
+        use fmt::Write as _;
         let secs = self.unix_secs();
         let micros = self.0.rem_euclid(1_000_000);
         let (days, sod) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
         let (y, m, d) = civil_from_days(days);
-        format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{micros:06}Z", sod / 3600, (sod % 3600) / 60, sod % 60)
+        let _ =
+            write!(out, "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{micros:06}Z", sod / 3600, (sod % 3600) / 60, sod % 60);
     }
 
     /// Parses `YYYY-MM-DD`, `YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)`. Anything else is `None`.
