@@ -370,7 +370,9 @@ mod tests {
     use crate::mailing::model::{DeliveryMode, ListId, MemberId, MemberStatus, PendingReason};
 
     fn sample(i: usize) -> Member {
-        let t = |k: usize| (i % k != 0).then(|| Timestamp::from_unix_micros(1_795_425_649_123_456 + i as i64 * 7));
+        let t = |k: usize| {
+            (!i.is_multiple_of(k)).then(|| Timestamp::from_unix_micros(1_795_425_649_123_456 + i as i64 * 7))
+        };
         let text = |k: usize| {
             ["Ann", "Zoë \"Z\" Lee", "tab\there\nline", "back\\slash \u{1}\u{1f}\u{7f}", "", "l'été 日本"]
                 .get(i % k)
