@@ -551,6 +551,77 @@ fn csv_import_reports_each_row_and_an_export_imports_back() {
     wrong_type.expect_error(400, "malformed_body");
 }
 
+/// An import of three batches (20,000 rows each) with refused rows in each: the report counts
+/// every row and samples the first ten refusals in the document's order, whichever thread wrote
+/// their batch; the members are there in the document's order.
+#[test]
+fn an_import_across_batches_reports_every_row_in_document_order() {
+    let (app, key) = setup(SubscriptionPolicy::Open, &[]);
+    add(&app, &key, "m00000007@example.net");
+    let mut csv = String::from("email,display_name,delivery_mode\n");
+    let (mut refused, mut coerced, mut good) = (Vec::new(), 0u64, Vec::new());
+    for n in 0..45_000u64 {
+        let line = n + 2; // the header is row 1
+        let row = match n {
+            _ if n % 4_999 == 3 => {
+                refused.push((line, "no @"));
+                format!("bad{n}.example.net,Bad,regular")
+            }
+            _ if n % 9_001 == 17 => {
+                refused.push((line, "email is empty"));
+                format!(",Nobody {n},digest")
+            }
+            _ if n % 7_919 == 5 => {
+                refused.push((line, "display_name"));
+                format!("m{n:08}@example.net,{},regular", "x".repeat(300))
+            }
+            _ if n % 3_331 == 8 => {
+                coerced += 1;
+                good.push(format!("m{n:08}@example.net"));
+                format!("m{n:08}@example.net,Weekly,weekly")
+            }
+            _ => {
+                good.push(format!("m{n:08}@example.net"));
+                format!("m{n:08}@example.net,M {n},{}", ["regular", "digest", "nomail"][n as usize % 3])
+            }
+        };
+        csv.push_str(&row);
+        csv.push('\n');
+    }
+    let resp = import_csv(&app, &key, NEWS, "?consent_evidence=three%20batches", &csv);
+    assert_eq!(resp.status, 200, "{}", resp.body);
+    let r = resp.json()["data"].clone();
+    let skipped = u64::from(good.iter().any(|e| e == "m00000007@example.net"));
+    assert_eq!(
+        (r["total"].as_u64(), r["added"].as_u64(), r["skipped"].as_u64(), r["errors"].as_u64()),
+        (Some(45_000), Some(good.len() as u64 - skipped), Some(skipped), Some(refused.len() as u64)),
+        "{r}"
+    );
+    assert_eq!(r["mode_coerced"].as_u64(), Some(coerced), "{r}");
+    let samples = r["error_samples"].as_array().unwrap();
+    assert_eq!(samples.len(), 10, "{r}");
+    refused.sort();
+    for (sample, (row, why)) in samples.iter().zip(&refused) {
+        assert_eq!(sample["row"].as_u64(), Some(*row), "{r}");
+        assert!(sample["reason"].as_str().unwrap().contains(why), "row {row}: {sample}");
+    }
+    // The members, in id order, are the document's accepted rows in its order.
+    let (mut listed, mut offset) = (Vec::new(), 0);
+    loop {
+        let page = get(&app, &key, &format!("{NEWS}/members?limit=500&offset={offset}")).json();
+        let items = page["data"].as_array().unwrap().clone();
+        if items.is_empty() {
+            break;
+        }
+        offset += items.len();
+        listed.extend(items.iter().map(|m| m["email"].as_str().unwrap().to_owned()));
+    }
+    let mut expected = vec!["m00000007@example.net".to_owned()];
+    expected.extend(good.into_iter().filter(|e| e != "m00000007@example.net"));
+    assert_eq!(listed.len(), expected.len());
+    assert!(listed == expected, "the members in the document's order");
+}
+
 #[test]
 fn an_import_past_25_mib_keeps_the_rows_before_the_cut_and_answers_413() {
     let (app, key) = setup(SubscriptionPolicy::Open, &[]);

@@ -706,13 +706,15 @@ fn remove_db(db: &Path) {
 #[derive(Debug, Clone, Default)]
 struct ImportSteps(BTreeMap<String, f64>);
 
-const IMPORT_STEPS: [(&str, &str); 7] = [
-    ("read_ms", "reading and parsing the CSV (with waiting for the upload)"),
-    ("validate_ms", "validating rows (address, name, mode)"),
-    ("report_ms", "the per-row report"),
-    ("members_ms", "inserting members (rows, unique address and listing indexes, tallies)"),
-    ("events_ms", "events (`member.added` JSON and rows)"),
-    ("commit_ms", "commits (write lane, COMMIT, fsync, checkpoints)"),
+const IMPORT_STEPS: [(&str, &str); 9] = [
+    ("read_ms", "reader thread: reading and parsing the CSV (with waiting for the upload)"),
+    ("validate_ms", "reader thread: validating rows (address, name, mode)"),
+    ("report_ms", "reader thread: the per-row report, members and event documents made"),
+    ("wait_ms", "reader thread: waiting to hand a batch to the writer"),
+    ("members_ms", "writer thread: inserting members (rows, unique address and listing indexes, tallies)"),
+    ("events_ms", "writer thread: events (`member.added` JSON and rows)"),
+    ("commit_ms", "writer thread: commits (write lane, COMMIT, fsync, checkpoints)"),
+    ("idle_ms", "writer thread: waiting for a batch from the reader"),
     ("total_ms", "total in core"),
 ];
 

@@ -116,31 +116,52 @@ fn cell(record: &csv::ByteRecord, i: Option<usize>) -> Result<Option<String>, St
     Ok((!s.is_empty()).then(|| s.to_owned()))
 }
 
-/// Where an import's time went, logged at `debug` when it ends (`bench-members` prints it).
+/// Where an import's time went, logged at `debug` when it ends (`bench-members` prints it). The
+/// reading thread's steps (`read`, `validate`, `report`, `wait`: blocked on a full hand-over) and
+/// the writing thread's (`members`, `events`, `commit`, `idle`: waiting for a batch) overlap.
 #[derive(Debug, Default)]
 struct Timings {
     read: Duration,
     validate: Duration,
     report: Duration,
+    wait: Duration,
     members: Duration,
     events: Duration,
     commit: Duration,
+    idle: Duration,
 }
 
 impl Timings {
     fn log(&self, rows: u64, started: Instant) {
         let ms = |d: Duration| format!("{:.1}", d.as_secs_f64() * 1e3);
         tracing::debug!(
-            "import timings rows={rows} read_ms={} validate_ms={} report_ms={} members_ms={} events_ms={} commit_ms={} total_ms={}",
+            "import timings rows={rows} read_ms={} validate_ms={} report_ms={} wait_ms={} members_ms={} events_ms={} commit_ms={} idle_ms={} total_ms={}",
             ms(self.read),
             ms(self.validate),
             ms(self.report),
+            ms(self.wait),
             ms(self.members),
             ms(self.events),
             ms(self.commit),
+            ms(self.idle),
             ms(started.elapsed())
         );
     }
+}
+
+/// Validated rows handed from the reading thread to the writing one: the members, the end of each
+/// one's `member.added` document (all but its id), and whether its mode was coerced.
+struct Batch {
+    members: Vec<NewMember>,
+    tails: Vec<String>,
+    coerced: Vec<bool>,
+}
+
+/// What the writing thread did: per batch, in order, its added, skipped and coerced rows.
+#[derive(Default)]
+struct Written {
+    batches: Vec<(u64, u64, u64)>,
+    timings: Timings,
 }
 
 /// Imports the document into the list the caller was authorised for. Rows become `active` (the
@@ -159,7 +180,6 @@ pub fn import(
     let mut reader = csv::ReaderBuilder::new().has_headers(false).flexible(true).from_reader(document);
     let mut report = ImportReport::default();
     let mut record = csv::ByteRecord::new();
-    let mut cut: Option<MailingError> = None;
     let cols = match reader.read_byte_record(&mut record) {
         Ok(true) => columns(&record)?,
         Ok(false) => return Err(MailingError::Invalid("the document is empty: it needs a header row".into())),
@@ -173,38 +193,83 @@ pub fn import(
             at: app.clock.now(),
         })
     })?;
-    let mut batch: Vec<(u64, Result<Row, String>, bool)> = Vec::with_capacity(BATCH_ROWS);
-    loop {
-        let t = Instant::now();
-        let read = reader.read_byte_record(&mut record);
-        timings.read += t.elapsed();
-        let more = match read {
-            Ok(more) => more,
-            Err(e) if is_csv_row_error(&e) => {
-                report.total += 1;
-                report.error(report.total + 1, format!("unreadable row: {e}"));
-                continue;
-            }
-            Err(e) => {
-                cut = Some(read_error(e, report.added + batch.len() as u64));
-                false
-            }
-        };
-        if more {
-            report.total += 1;
-            let line = report.total + 1;
+    // Every imported row takes the same transition: from absent to active, the import's
+    // consent covering it. An address already on the list, in whatever state, is skipped.
+    let (status, pending_reason) = super::state::next(MemberState::Absent, Trigger::AddWithConsent)
+        .ok()
+        .and_then(MemberState::stored)
+        .ok_or_else(|| MailingError::Conflict("an import cannot add members to this list".into()))?;
+    let list_part = list_json_part(list);
+    // Two threads: this one reads and validates the document while the other writes the batch
+    // before (the writer is the slower; a hand-over of one batch keeps memory to about three).
+    let (send, receive) = std::sync::mpsc::sync_channel::<Batch>(1);
+    let (cut_at, written) = std::thread::scope(|scope| {
+        let writer = scope.spawn(move || write_batches(app, list, receive));
+        let mut batch: Vec<(u64, Result<Row, String>, bool)> = Vec::with_capacity(BATCH_ROWS);
+        let mut sent = 0usize;
+        // A cut document: the error, the batches handed over before it, the rows read after them.
+        let mut cut_at: Option<(csv::Error, usize, u64)> = None;
+        loop {
             let t = Instant::now();
-            let (row, coerced) = parse_row(&record, &cols);
-            batch.push((line, row, coerced));
-            timings.validate += t.elapsed();
+            let read = reader.read_byte_record(&mut record);
+            timings.read += t.elapsed();
+            let more = match read {
+                Ok(more) => more,
+                Err(e) if is_csv_row_error(&e) => {
+                    report.total += 1;
+                    report.error(report.total + 1, format!("unreadable row: {e}"));
+                    continue;
+                }
+                Err(e) => {
+                    cut_at = Some((e, sent, batch.len() as u64));
+                    false
+                }
+            };
+            if more {
+                report.total += 1;
+                let line = report.total + 1;
+                let t = Instant::now();
+                let (row, coerced) = parse_row(&record, &cols);
+                batch.push((line, row, coerced));
+                timings.validate += t.elapsed();
+            }
+            if batch.len() >= BATCH_ROWS || (!more && !batch.is_empty()) {
+                let t = Instant::now();
+                let rows =
+                    to_batch(list, &mut batch, &mut report, (status, pending_reason), consent_id, &list_part, app);
+                timings.report += t.elapsed();
+                let t = Instant::now();
+                let stopped = send.send(rows).is_err(); // the writer failed: its error is the answer
+                timings.wait += t.elapsed();
+                sent += 1;
+                if stopped {
+                    break;
+                }
+            }
+            if !more {
+                break;
+            }
         }
-        if batch.len() >= BATCH_ROWS || (!more && !batch.is_empty()) {
-            commit_batch(app, list, consent_id, &mut batch, &mut report, &mut timings)?;
-        }
-        if !more {
-            break;
-        }
+        drop(send);
+        (cut_at, writer.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+    });
+    let (written, failed) = written;
+    for (added, skipped, coerced) in &written.batches {
+        report.added += added;
+        report.skipped += skipped;
+        report.mode_coerced += coerced;
     }
+    timings.members = written.timings.members;
+    timings.events = written.timings.events;
+    timings.commit = written.timings.commit;
+    timings.idle = written.timings.idle;
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    let cut = cut_at.map(|(e, before, pending)| {
+        let added: u64 = written.batches.iter().take(before).map(|b| b.0).sum();
+        read_error(e, added + pending)
+    });
     let now = app.clock.now();
     in_write(&*app.store, |tx| {
         audit_done(tx, p, ctx, now, "member.import", &format!("list:{}:added={}", list.address(), report.added))
@@ -264,12 +329,23 @@ fn parse_row(record: &csv::ByteRecord, cols: &Columns) -> (Result<Row, String>, 
 }
 
 /// The `member.added` document of an imported member, as `lists::emit` writes it for any other
-/// addition, built straight into `out` (an import writes one per row).
-fn member_added_json(out: &mut String, id: i64, m: &NewMember, list_part: &str) {
+/// addition: its id, then `tail` (an import writes one per row; the tail is made by the reader).
+fn member_added_json(id: i64, tail: &str) -> String {
     use std::fmt::Write;
-    let _ = write!(out, "{{\"member_id\":{id},\"email\":");
-    push_json_string(out, &m.email.to_string());
+    let mut out = String::with_capacity(tail.len() + 24);
+    let _ = write!(out, "{{\"member_id\":{id}");
+    out.push_str(tail);
+    out
+}
+
+/// All of a `member.added` document after its id: `,"email":..,"delivery_mode":..<list_part>}`.
+fn member_added_tail(m: &NewMember, list_part: &str) -> String {
+    use std::fmt::Write;
+    let mut out = String::with_capacity(list_part.len() + 96);
+    out.push_str(",\"email\":");
+    push_json_string(&mut out, &m.email.to_string());
     let _ = write!(out, ",\"delivery_mode\":\"{}\"{list_part}}}", m.delivery_mode.as_str());
+    out
 }
 
 /// The list's members of every `member.added` document: `,"list_id":..,"list_address":..,"domain":..`.
@@ -286,66 +362,78 @@ fn push_json_string(out: &mut String, s: &str) {
     out.push_str(&serde_json::Value::from(s).to_string());
 }
 
-fn commit_batch(
-    app: &Service,
+/// The rows of `batch` that passed validation, as members to write; the others go to the report
+/// (in the order of the document, as before any row is written).
+fn to_batch(
     list: &MailingList,
-    consent_id: i64,
     batch: &mut Vec<(u64, Result<Row, String>, bool)>,
     report: &mut ImportReport,
-    timings: &mut Timings,
-) -> Result<(), MailingError> {
-    let t = Instant::now();
+    (status, pending_reason): (super::model::MemberStatus, Option<super::model::PendingReason>),
+    consent_id: i64,
+    list_part: &str,
+    app: &Service,
+) -> Batch {
     let now = app.clock.now();
-    // Every imported row takes the same transition: from absent to active, the import's
-    // consent covering it. An address already on the list, in whatever state, is skipped.
-    let (status, pending_reason) = super::state::next(MemberState::Absent, Trigger::AddWithConsent)
-        .ok()
-        .and_then(MemberState::stored)
-        .ok_or_else(|| MailingError::Conflict("an import cannot add members to this list".into()))?;
-    let mut rows = Vec::with_capacity(batch.len());
-    let mut coerced = Vec::with_capacity(batch.len());
+    let mut out =
+        Batch { members: Vec::with_capacity(batch.len()), tails: Vec::with_capacity(batch.len()), coerced: Vec::new() };
+    out.coerced.reserve(batch.len());
     for (line, row, c) in batch.drain(..) {
         match row {
             Ok(r) => {
-                rows.push(new_member(list, r, status, pending_reason, consent_id, now));
-                coerced.push(c);
+                let m = new_member(list, r, status, pending_reason, consent_id, now);
+                out.tails.push(member_added_tail(&m, list_part));
+                out.members.push(m);
+                out.coerced.push(c);
             }
             Err(reason) => report.error(line, reason),
         }
     }
-    let list_part = list_json_part(list);
+    out
+}
+
+/// The writing thread: each batch in its own write transaction, until the reader is done or a
+/// batch fails (its error is returned; the batches before stay).
+fn write_batches(
+    app: &Service,
+    list: &MailingList,
+    batches: std::sync::mpsc::Receiver<Batch>,
+) -> (Written, Option<MailingError>) {
+    let mut written = Written::default();
     let scope = (Some(list.domain_id.get()), Some(list.id.get()));
-    timings.report += t.elapsed();
-    let (mut in_members, mut in_events) = (Duration::ZERO, Duration::ZERO);
-    let t = Instant::now();
-    let (added, skipped, mode_coerced) = in_write(&*app.store, |tx| {
+    loop {
         let t = Instant::now();
-        let ids = tx.insert_members_if_absent(&rows, now)?;
-        in_members = t.elapsed();
+        let Ok(batch) = batches.recv() else { return (written, None) };
+        written.timings.idle += t.elapsed();
+        let now = app.clock.now();
+        let (mut in_members, mut in_events) = (Duration::ZERO, Duration::ZERO);
         let t = Instant::now();
-        let (mut skipped, mut mode_coerced) = (0, 0);
-        let mut events = Vec::with_capacity(rows.len());
-        for ((m, id), c) in rows.iter().zip(ids).zip(&coerced) {
-            let Some(id) = id else {
-                skipped += 1;
-                continue;
-            };
-            let mut data = String::with_capacity(160);
-            member_added_json(&mut data, id.get(), m, &list_part);
-            events.push(data);
-            mode_coerced += u64::from(*c);
+        let done = in_write(&*app.store, |tx| {
+            let t = Instant::now();
+            let ids = tx.insert_members_if_absent(&batch.members, now)?;
+            in_members = t.elapsed();
+            let t = Instant::now();
+            let (mut skipped, mut mode_coerced) = (0, 0);
+            let mut events = Vec::with_capacity(batch.members.len());
+            for ((tail, id), c) in batch.tails.iter().zip(ids).zip(&batch.coerced) {
+                let Some(id) = id else {
+                    skipped += 1;
+                    continue;
+                };
+                events.push(member_added_json(id.get(), tail));
+                mode_coerced += u64::from(*c);
+            }
+            tx.append_events_json(EventName::MemberAdded, now, scope, &events)?;
+            in_events = t.elapsed();
+            Ok::<_, MailingError>((events.len() as u64, skipped, mode_coerced))
+        });
+        written.timings.members += in_members;
+        written.timings.events += in_events;
+        written.timings.commit += t.elapsed().saturating_sub(in_members + in_events);
+        match done {
+            Ok(counts) => written.batches.push(counts),
+            Err(e) => return (written, Some(e)),
         }
-        tx.append_events_json(EventName::MemberAdded, now, scope, &events)?;
-        in_events = t.elapsed();
-        Ok::<_, MailingError>((events.len() as u64, skipped, mode_coerced))
-    })?;
-    timings.members += in_members;
-    timings.events += in_events;
-    timings.commit += t.elapsed().saturating_sub(in_members + in_events);
-    report.added += added;
-    report.skipped += skipped;
-    report.mode_coerced += mode_coerced;
-    Ok(())
+    }
 }
 
 fn new_member(
@@ -400,8 +488,7 @@ mod tests {
             delivery_mode: DeliveryMode::Digest,
         };
         let m = new_member(&list, row, MemberStatus::Active, None, 9, t);
-        let mut out = String::new();
-        member_added_json(&mut out, 42, &m, &list_json_part(&list));
+        let out = member_added_json(42, &member_added_tail(&m, &list_json_part(&list)));
         // What `members::apply_add` and `lists::emit` write for an addition.
         let expected = json!({
             "member_id": 42, "email": m.email.to_string(), "delivery_mode": "digest",

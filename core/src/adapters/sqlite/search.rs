@@ -51,6 +51,17 @@ const MAX_PENDING: i64 = 50_000;
 /// When this many rows are dead (deleted or moved members), the snapshot is compacted in memory.
 const DEAD_SHARE: usize = 4; // a quarter
 
+/// Rows per block of the counts a deep page's start is found with (small in tests, so that they
+/// cross many blocks).
+const BLOCK: usize = if cfg!(test) { 8 } else { 4096 };
+
+/// Status and delivery mode pairs: a row's class is `status * modes + mode`.
+const CLASSES: usize = MemberStatus::ALL.len() * DeliveryMode::ALL.len();
+
+fn class(status: MemberStatus, mode: DeliveryMode) -> usize {
+    status as usize * DeliveryMode::ALL.len() + mode as usize
+}
+
 /// Which lists get a snapshot, and how much memory all snapshots may take together.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SearchLimits {
@@ -111,6 +122,9 @@ struct Snapshot {
     bounce: Vec<u32>,
     live: Vec<bool>,
     dead: usize,
+    /// Live rows of each class in each block of [`BLOCK`] rows: a deep page skips whole blocks
+    /// (a few hundred sums for a million rows) and reads rows only in the block it starts in.
+    counts: Vec<[u32; CLASSES]>,
 }
 
 /// One member as the snapshot holds it.
@@ -155,7 +169,28 @@ impl Snapshot {
         self.bounce.push(r.bounce);
         self.live.push(true);
         self.max_id = r.id;
+        self.count(self.len() - 1, 1);
         Ok(())
+    }
+
+    /// Adds `by` (1 or -1) to the count of row `i`'s class in its block.
+    fn count(&mut self, i: usize, by: i32) {
+        let block = i / BLOCK;
+        if block >= self.counts.len() {
+            self.counts.resize(block + 1, [0; CLASSES]);
+        }
+        let n = &mut self.counts[block][class(self.status[i], self.mode[i])];
+        *n = n.wrapping_add_signed(by);
+    }
+
+    /// The counts made again from the rows.
+    fn recount(&mut self) {
+        self.counts = vec![[0; CLASSES]; self.len().div_ceil(BLOCK)];
+        for i in 0..self.len() {
+            if self.live[i] {
+                self.count(i, 1);
+            }
+        }
     }
 
     fn position(&self, id: i64) -> Option<usize> {
@@ -164,6 +199,7 @@ impl Snapshot {
 
     fn kill(&mut self, i: usize) {
         if self.live[i] {
+            self.count(i, -1);
             self.live[i] = false;
             self.dead += 1;
         }
@@ -185,9 +221,13 @@ impl Snapshot {
             slot[..key.len()].copy_from_slice(key);
             slot[key.len()..].fill(SEP);
         }
+        if self.live[i] {
+            self.count(i, -1);
+        }
         self.status[i] = r.status;
         self.mode[i] = r.mode;
         self.bounce[i] = r.bounce;
+        self.count(i, 1);
         if !self.live[i] {
             self.live[i] = true;
             self.dead -= 1;
@@ -207,6 +247,8 @@ impl Snapshot {
             self.live.pop();
             self.dead -= 1;
         }
+        // Dead rows are not counted: only blocks left empty go.
+        self.counts.truncate(self.len().div_ceil(BLOCK));
         self.max_id = self.ids.last().copied().unwrap_or(0);
     }
 
@@ -227,6 +269,7 @@ impl Snapshot {
             out.live.push(true);
         }
         out.max_id = out.ids.last().copied().unwrap_or(0);
+        out.recount();
         *self = out;
     }
 
@@ -237,6 +280,7 @@ impl Snapshot {
         self.mode.reserve_exact(rows);
         self.bounce.reserve_exact(rows);
         self.live.reserve_exact(rows);
+        self.counts.reserve_exact(rows.div_ceil(BLOCK));
         self.buf.reserve_exact(bytes);
     }
 
@@ -249,6 +293,7 @@ impl Snapshot {
             + self.status.capacity()
             + self.mode.capacity()
             + self.live.capacity()
+            + self.counts.capacity() * std::mem::size_of::<[u32; CLASSES]>()
             + std::mem::size_of::<Self>()
     }
 
@@ -305,13 +350,42 @@ impl Snapshot {
             let first = usize::try_from(offset).ok().and_then(|o| self.ids.get(o)).copied();
             return PageStart { first, total: count_all.then_some(self.len() as u64) };
         }
-        let (mut n, mut first) = (0u64, None);
-        for i in 0..self.len() {
-            let keep = self.live[i]
+        let keep = |i: usize| {
+            self.live[i]
                 && f.status.is_none_or(|s| s == self.status[i])
                 && f.delivery_mode.is_none_or(|m| m == self.mode[i])
-                && f.min_bounce_score.is_none_or(|b| self.bounce[i] >= b);
-            if keep {
+                && f.min_bounce_score.is_none_or(|b| self.bounce[i] >= b)
+        };
+        if !count_all && f.min_bounce_score.is_none() {
+            // Status and mode only: whole blocks are skipped by their counts, then the rows of the
+            // block the page starts in are read.
+            let mut classes = [false; CLASSES];
+            for s in MemberStatus::ALL.iter().filter(|s| f.status.is_none_or(|w| w == **s)) {
+                for m in DeliveryMode::ALL.iter().filter(|m| f.delivery_mode.is_none_or(|w| w == **m)) {
+                    classes[class(*s, *m)] = true;
+                }
+            }
+            let mut n = 0u64;
+            for (b, counts) in self.counts.iter().enumerate() {
+                let here: u64 = counts.iter().zip(classes).filter(|(_, c)| *c).map(|(k, _)| u64::from(*k)).sum();
+                if n + here <= offset {
+                    n += here;
+                    continue;
+                }
+                for i in b * BLOCK..self.len().min((b + 1) * BLOCK) {
+                    if keep(i) {
+                        if n == offset {
+                            return PageStart { first: Some(self.ids[i]), total: None };
+                        }
+                        n += 1;
+                    }
+                }
+            }
+            return PageStart { first: None, total: None };
+        }
+        let (mut n, mut first) = (0u64, None);
+        for i in 0..self.len() {
+            if keep(i) {
                 if n == offset {
                     first = Some(self.ids[i]);
                     if !count_all {
