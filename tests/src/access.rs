@@ -3,7 +3,7 @@
 //! over real SMTP, and secrets that never come back.
 
 use courrier_cli::server::Services;
-use courrier_core::access::model::{KeyScope, PermSet, Profile, Role, User};
+use courrier_core::access::model::{KeyId, KeyScope, PermSet, Profile, Role, User, UserId};
 use courrier_core::access::principal::RequestCtx;
 use courrier_core::access::{Perm, Principal, keys, roles, users};
 use courrier_core::kernel::{DomainName, EmailAddress, EventName, ListName};
@@ -622,6 +622,11 @@ fn a_key_is_never_wider_than_its_user_nor_than_the_key_that_makes_it() {
     }
 }
 
+/// The id of `user`'s key, as `p` sees the keys.
+fn key_of(core: &Services, p: &Principal, user: UserId) -> KeyId {
+    keys::list(&core.access, p, Default::default()).unwrap().items.iter().find(|k| k.user_id == user).unwrap().id
+}
+
 #[test]
 fn revocations_and_role_changes_take_effect_on_the_next_request() {
     let app = TestApp::spawn();
@@ -641,13 +646,7 @@ fn revocations_and_role_changes_take_effect_on_the_next_request() {
     roles::grant(&core.access, &p, &ctx, admin.id, Role::DomainAdmin(ex)).unwrap();
     assert_eq!(call(&app, "GET", &path, &[bearer(&key)], None).status, 200);
     // Revoking the key through the API, twice: the second is a no-op, not an error.
-    let id = keys::list(&core.access, &p, Default::default())
-        .unwrap()
-        .items
-        .iter()
-        .find(|k| k.user_id == admin.id)
-        .unwrap()
-        .id;
+    let id = key_of(&core, &p, admin.id);
     let s = vec![("cookie", session.cookie.clone()), ("x-csrf-token", session.csrf.clone())];
     assert_eq!(call(&app, "DELETE", &format!("/api/v1/apikeys/{id}"), &s, None).status, 204);
     assert_eq!(call(&app, "DELETE", &format!("/api/v1/apikeys/{id}"), &s, None).status, 204);
@@ -986,13 +985,7 @@ fn a_remembered_key_secret_admits_only_those_bytes_and_not_past_a_revocation() {
         call(&app, "GET", "/api/v1/system/version", &[bearer(&forged)], None).expect_error(401, "unauthenticated");
     }
     assert_eq!(call(&app, "GET", "/api/v1/system/version", &[bearer(&key)], None).status, 200);
-    let id = keys::list(&core.access, &Principal::operator(), Default::default())
-        .unwrap()
-        .items
-        .iter()
-        .find(|k| k.user_id == admin.id)
-        .unwrap()
-        .id;
+    let id = key_of(&core, &Principal::operator(), admin.id);
     keys::revoke(&core.access, &Principal::operator(), &RequestCtx::cli(), id).unwrap();
     call(&app, "GET", "/api/v1/system/version", &[bearer(&key)], None).expect_error(401, "unauthenticated");
 }
