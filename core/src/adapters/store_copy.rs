@@ -839,6 +839,22 @@ mod tests {
         }
     }
 
+    /// The tests' master key (any 32 bytes).
+    fn master_key() -> MasterKey {
+        use base64::Engine;
+        MasterKey::parse(&base64::engine::general_purpose::STANDARD.encode([7u8; 32])).unwrap()
+    }
+
+    /// A copy of `data_dir`'s SQLite installation, no documents, into `url`.
+    fn request<'a>(
+        data_dir: &'a std::path::Path,
+        url: &'a str,
+        master: &'a MasterKey,
+        stop_after_batches: Option<u64>,
+    ) -> CopyRequest<'a> {
+        CopyRequest { data_dir, documents: None, url, master, now_micros: 1, stop_after_batches }
+    }
+
     #[test]
     fn mail_still_in_the_spool_is_never_left_behind() {
         use crate::mailing::ports::Spool as _;
@@ -854,16 +870,8 @@ mod tests {
             raw: b"Subject: hi\r\n\r\nhello\r\n",
         };
         let keys = spool.put(&[message], crate::kernel::Timestamp::from_unix_secs(1)).unwrap();
-        use base64::Engine;
-        let master = MasterKey::parse(&base64::engine::general_purpose::STANDARD.encode([7u8; 32])).unwrap();
-        let req = CopyRequest {
-            data_dir: dir.path(),
-            documents: None,
-            url: "postgres://nobody@127.0.0.1:9/none",
-            master: &master,
-            now_micros: 1,
-            stop_after_batches: None,
-        };
+        let master = master_key();
+        let req = request(dir.path(), "postgres://nobody@127.0.0.1:9/none", &master, None);
         let refused = copy(&req, &mut |_| {}).map(drop).unwrap_err();
         assert!(matches!(refused, StoreCopyError::Spooled(1)), "{refused}");
         assert_eq!(refused.code(), Code::Conflict);
@@ -882,16 +890,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         two_users(dir.path());
         let url = server.fresh_database().unwrap();
-        use base64::Engine;
-        let master = MasterKey::parse(&base64::engine::general_purpose::STANDARD.encode([7u8; 32])).unwrap();
-        let mut req = CopyRequest {
-            data_dir: dir.path(),
-            documents: None,
-            url: &url,
-            master: &master,
-            now_micros: 1,
-            stop_after_batches: Some(1),
-        };
+        let master = master_key();
+        let mut req = request(dir.path(), &url, &master, Some(1));
         assert!(matches!(copy(&req, &mut |_| {}), Err(StoreCopyError::Stopped(1))));
         // A row taken away behind the copy's back, below where it continues.
         let mut pg = postgres::Client::connect(&url, postgres::NoTls).unwrap();
@@ -916,16 +916,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         two_users(dir.path());
         let url = server.fresh_database().unwrap();
-        use base64::Engine;
-        let master = MasterKey::parse(&base64::engine::general_purpose::STANDARD.encode([7u8; 32])).unwrap();
-        let req = CopyRequest {
-            data_dir: dir.path(),
-            documents: None,
-            url: &url,
-            master: &master,
-            now_micros: 1,
-            stop_after_batches: None,
-        };
+        let master = master_key();
+        let req = request(dir.path(), &url, &master, None);
         // The first copy, as another process holds it.
         let mut first = postgres::Client::connect(&url, postgres::NoTls).unwrap();
         first.execute("SELECT pg_advisory_lock($1)", &[&COPY_LOCK]).unwrap();
