@@ -359,7 +359,8 @@ pub fn run(bound: Bound, shutdown: impl Future<Output = ()> + Send + 'static) ->
             tokio::task::spawn_blocking(move || ingest.stop()).await.ok();
         }
         if let Some(lmtp) = lmtp {
-            tokio::task::spawn_blocking(move || lmtp.stop()).await.ok();
+            // Dropping it stops the server and joins its thread.
+            tokio::task::spawn_blocking(move || drop(lmtp)).await.ok();
         }
         // Copies in flight finish their SMTP exchange; the rest stay queued for the next start.
         tokio::task::spawn_blocking(move || workers.stop()).await.ok();
@@ -402,12 +403,6 @@ fn start_lmtp(
         })
         .map_err(CliError::Serve)?;
     Ok(Lmtp { stop: Some(stop), thread: Some(thread) })
-}
-
-impl Lmtp {
-    fn stop(self) {
-        drop(self);
-    }
 }
 
 /// Stops the LMTP server and waits for its thread, also when the HTTP server's start failed.
