@@ -41,6 +41,23 @@ impl Api {
         body: &[u8],
         headers: &[(&str, &str)],
     ) -> Result<(u16, String), String> {
+        self.exchange(method, path, content_type, body, headers).map(|(status, text, _)| (status, text))
+    }
+
+    /// A GET's status, body text and the server's own time in seconds (courrier's
+    /// `Server-Timing: app;dur=<ms>`; `None` from a server that does not say it).
+    pub fn get_timed(&self, path: &str) -> Result<(u16, String, Option<f64>), String> {
+        self.exchange("GET", path, "", &[], &[])
+    }
+
+    fn exchange(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: &str,
+        body: &[u8],
+        headers: &[(&str, &str)],
+    ) -> Result<(u16, String, Option<f64>), String> {
         let mut req = ureq::http::Request::builder()
             .method(method)
             .uri(format!("{}{path}", self.base))
@@ -55,13 +72,14 @@ impl Api {
         };
         let mut resp = resp.map_err(|e| format!("{method} {}{path}: {e}", self.base))?;
         let status = resp.status().as_u16();
+        let server = resp.headers().get_all("server-timing").iter().find_map(|v| app_duration(v.to_str().ok()?));
         let text = resp
             .body_mut()
             .with_config()
             .limit(256 * 1024 * 1024)
             .read_to_string()
             .map_err(|e| format!("{method} {path}: cannot read the answer: {e}"))?;
-        Ok((status, text))
+        Ok((status, text, server))
     }
 
     pub fn get(&self, path: &str) -> Result<(u16, String), String> {
@@ -88,6 +106,11 @@ impl Api {
     pub fn form(&self, method: &str, path: &str, fields: &[(&str, &str)]) -> Result<(u16, String), String> {
         self.send(method, path, "application/x-www-form-urlencoded", form_encode(fields).as_bytes(), &[])
     }
+}
+
+/// The `app;dur=<ms>` entry of a `Server-Timing` field, in seconds.
+fn app_duration(field: &str) -> Option<f64> {
+    field.split(',').find_map(|entry| entry.trim().strip_prefix("app;dur=")?.parse::<f64>().ok()).map(|ms| ms / 1000.0)
 }
 
 /// `k=v&k=v`, every byte but the unreserved ones percent-encoded.
@@ -148,5 +171,13 @@ mod tests {
         assert_eq!(base64(b"restadmin:restpass"), "cmVzdGFkbWluOnJlc3RwYXNz");
         assert_eq!(base64(b"a"), "YQ==");
         assert_eq!(base64(b"ab"), "YWI=");
+    }
+
+    #[test]
+    fn reads_the_servers_own_time() {
+        assert_eq!(app_duration("app;dur=1.500"), Some(0.0015));
+        assert_eq!(app_duration("render;dur=2, app;dur=4"), Some(0.004));
+        assert_eq!(app_duration("render;dur=2"), None);
+        assert_eq!(app_duration("app;dur=x"), None);
     }
 }

@@ -18,6 +18,27 @@ fn health_answers_the_success_envelope_with_its_request_id() {
     assert!(id.starts_with("req_") && id.len() > 10, "{id}");
 }
 
+/// A client (or a benchmark) tells the server's time from its own wait: every answer, refusals
+/// included, says how long the server took in `Server-Timing: app;dur=<ms>`.
+#[test]
+fn every_answer_carries_its_server_time() {
+    let app = TestApp::spawn();
+    let server_ms = |resp: &courrier_tests::harness::Resp| -> f64 {
+        let value = resp.header("server-timing").unwrap_or_else(|| panic!("no server-timing: {:?}", resp.headers));
+        let ms = value.strip_prefix("app;dur=").unwrap_or_else(|| panic!("{value}"));
+        ms.parse().unwrap_or_else(|e| panic!("{value}: {e}"))
+    };
+    let ok = app.get("/api/v1/system/health");
+    assert_eq!(ok.status, 200);
+    assert!(server_ms(&ok) >= 0.0);
+    let refused = app.get("/api/v1/domains");
+    assert_eq!(refused.status, 401);
+    assert!(server_ms(&refused) >= 0.0);
+    let unknown = app.get("/api/v1/nope");
+    assert_eq!(unknown.status, 404);
+    assert!(server_ms(&unknown) >= 0.0);
+}
+
 #[test]
 fn request_ids_differ_between_requests() {
     let app = TestApp::spawn();

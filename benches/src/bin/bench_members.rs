@@ -50,6 +50,9 @@ const IMPORT_TARGET: f64 = 1.0;
 const FILTER_P99_TARGET: f64 = 0.005;
 const SEARCH_P99_TARGET: f64 = 0.020;
 const PAGE_P99_TARGET: f64 = 0.005;
+/// Whose time each class's target is stated in (issue 18): "a page of 500 members in under 5 ms
+/// of server time"; the filter and the search as a client sees them.
+const SERVER_TIME_TARGET: [bool; 4] = [false, false, true, false];
 /// courrier members per second / the same-writes floor's, with 1 and 8 clients.
 const ADD_TARGET_1: f64 = 0.5;
 const ADD_TARGET_8: f64 = 1.5;
@@ -994,6 +997,14 @@ fn draw_query(class: usize, r: u64, opts: &Options, members: u64, totals: &[u64]
 /// Latencies of the classes in one phase of one round.
 type PhaseSamples = [Vec<f64>; 4];
 
+/// One phase of one round: the client's latencies and the server's own times (its
+/// `Server-Timing`), request by request.
+#[derive(Default)]
+struct Phase {
+    client: PhaseSamples,
+    server: PhaseSamples,
+}
+
 /// `opts.queries` requests of each class, interleaved (filter, search, page, health, filter, ...).
 /// What the queries of the listing are drawn from: the list's size, the filters' totals, the
 /// search needles.
@@ -1010,21 +1021,23 @@ fn list_phase(
     seed: u64,
     draws: &Draws<'_>,
     slowest: &mut Vec<(f64, String)>,
-) -> Result<PhaseSamples, String> {
+) -> Result<Phase, String> {
     let Draws { members, totals, needles } = *draws;
-    let mut out: PhaseSamples = Default::default();
+    let mut out = Phase::default();
     for i in 0..opts.queries {
-        for (class, lat) in out.iter_mut().enumerate() {
+        for (class, (lat, server)) in out.client.iter_mut().zip(out.server.iter_mut()).enumerate() {
             let r = mix(seed ^ (i as u64 * 8 + class as u64));
             let url = match draw_query(class, r, opts, members, totals, needles) {
                 Some(q) => format!("{path}{}", q.url()),
                 None => HEALTH_PATH.to_owned(),
             };
             let t = Instant::now();
-            let (status, body) = api.get(&url)?;
+            let (status, body, server_time) = api.get_timed(&url)?;
             let d = t.elapsed().as_secs_f64();
             check_status(&format!("GET {url}"), status, &body, &[200])?;
             lat.push(d);
+            // (A build older than the header: no server times, the columns say `-`.)
+            server.extend(server_time);
             slowest.push((d, url));
         }
     }
@@ -1078,7 +1091,7 @@ fn list_scenario(opts: &Options, store: Store<'_>, scratch: &Path) -> Result<(St
     let started = SystemTime::now();
     let load_start = loadavg();
     // [round][phase: 0 idle, 1 under import]
-    let mut rounds: Vec<[PhaseSamples; 2]> = Vec::new();
+    let mut rounds: Vec<[Phase; 2]> = Vec::new();
     let mut side: Vec<(f64, bool, String)> = Vec::new();
     for round in 1..=opts.rounds {
         eprintln!("list round {round}/{}: idle", opts.rounds);
@@ -1131,7 +1144,8 @@ fn list_scenario(opts: &Options, store: Store<'_>, scratch: &Path) -> Result<(St
          `limit=500` at a random offset in the whole list; **health** (the HTTP floor). Phases: idle, then while \
          {side_rows} rows are imported into another list of the same server (`POST .../import`, a new list each \
          round). Latency is the client's (request written to answer read, over loopback): server time plus \
-         transfer.",
+         transfer and any wait for a CPU on either side; server time is the server's own `Server-Timing` \
+         (request head read to answer built).",
         load_time.as_secs_f64(),
         members as f64 / load_time.as_secs_f64(),
         if store.is_postgres() {
@@ -1162,42 +1176,62 @@ fn list_scenario(opts: &Options, store: Store<'_>, scratch: &Path) -> Result<(St
         );
     }
     let _ = writeln!(out);
-    let _ = writeln!(out, "| class | phase | round | p50 | p99 | max | target (p99) |");
-    let _ = writeln!(out, "|---|---|---|---:|---:|---:|---|");
+    let _ = writeln!(out, "| class | phase | round | p50 | p99 | max | server p50 | server p99 | target (p99) |");
+    let _ = writeln!(out, "|---|---|---|---:|---:|---:|---:|---:|---|");
     let l = fmt_latency;
     let targets = [Some(FILTER_P99_TARGET), Some(SEARCH_P99_TARGET), Some(PAGE_P99_TARGET), None];
     let mut verdicts = Vec::new();
     for (class, name) in LIST_CLASSES.iter().enumerate() {
         for (phase, phase_name) in ["idle", "import running"].iter().enumerate() {
-            let mut all = Vec::new();
+            let (mut all, mut all_server) = (Vec::new(), Vec::new());
             for (r, round) in rounds.iter().enumerate() {
-                let v = &round[phase][class];
+                let (v, server) = (&round[phase].client[class], &round[phase].server[class]);
                 let max = v.iter().copied().fold(0.0, f64::max);
                 let _ = writeln!(
                     out,
-                    "| {name} | {phase_name} | {} | {} | {} | {} | |",
+                    "| {name} | {phase_name} | {} | {} | {} | {} | {} | {} | |",
                     r + 1,
                     l(percentile(v, 0.5)),
                     l(percentile(v, 0.99)),
-                    l(max)
+                    l(max),
+                    l(percentile(server, 0.5)),
+                    l(percentile(server, 0.99)),
                 );
                 all.extend_from_slice(v);
+                all_server.extend_from_slice(server);
             }
-            let p99 = percentile(&all, 0.99);
+            let (p99, server_p99) = (percentile(&all, 0.99), percentile(&all_server, 0.99));
             let verdict = match targets[class] {
                 Some(t) if phase == 1 => {
-                    let v = format!("< {}: {}", l(t), if p99 < t { "met" } else { "NOT met" });
-                    verdicts.push(format!("{name} under import: p99 {} ({v})", l(p99)));
+                    // The issue states the page's target in server time, the others' as the
+                    // client sees them; both are printed for every class.
+                    let (judged, which) =
+                        if SERVER_TIME_TARGET[class] { (server_p99, "server time") } else { (p99, "client") };
+                    let met = if judged.is_nan() {
+                        "not measured (no Server-Timing)"
+                    } else if judged < t {
+                        "met"
+                    } else {
+                        "NOT met"
+                    };
+                    let v = format!("< {} ({which}): {met}", l(t));
+                    verdicts.push(format!(
+                        "{name} under import: p99 {} as the client saw it, {} of server time ({v})",
+                        l(p99),
+                        l(server_p99)
+                    ));
                     v
                 }
                 _ => String::new(),
             };
             let _ = writeln!(
                 out,
-                "| **{name}** | **{phase_name}** | **all** | **{}** | **{}** | **{}** | {verdict} |",
+                "| **{name}** | **{phase_name}** | **all** | **{}** | **{}** | **{}** | **{}** | **{}** | {verdict} |",
                 l(percentile(&all, 0.5)),
                 l(p99),
-                l(all.iter().copied().fold(0.0, f64::max))
+                l(all.iter().copied().fold(0.0, f64::max)),
+                l(percentile(&all_server, 0.5)),
+                l(server_p99),
             );
         }
     }
@@ -1217,8 +1251,17 @@ fn list_scenario(opts: &Options, store: Store<'_>, scratch: &Path) -> Result<(St
         rate: true,
     }];
     for (class, name) in LIST_CLASSES.iter().enumerate().take(3) {
-        let all = |phase: usize| rounds.iter().flat_map(|r| r[phase][class].iter().copied()).collect::<Vec<f64>>();
+        let all =
+            |phase: usize| rounds.iter().flat_map(|r| r[phase].client[class].iter().copied()).collect::<Vec<f64>>();
         let (idle, busy) = (all(0), all(1));
+        if SERVER_TIME_TARGET[class] {
+            let server: Vec<f64> = rounds.iter().flat_map(|r| r[1].server[class].iter().copied()).collect();
+            figures.push(Headline {
+                what: format!("list {name}: server p99 under import"),
+                value: percentile(&server, 0.99),
+                rate: false,
+            });
+        }
         figures.push(Headline { what: format!("list {name}: p50 idle"), value: percentile(&idle, 0.5), rate: false });
         figures.push(Headline { what: format!("list {name}: p99 idle"), value: percentile(&idle, 0.99), rate: false });
         figures.push(Headline {
