@@ -92,6 +92,11 @@ pub struct Config {
     /// to share their commit (`COURRIER_LMTP_COMMIT_DELAY_US`, microseconds from 0 to 100,000,
     /// default 1,000; 0 commits at once).
     pub lmtp_commit_delay: std::time::Duration,
+    /// How long at most processing of received mail waits, once it has caught up, for the LMTP
+    /// sessions to fall quiet before it processes what they stored (`COURRIER_MAIL_IN_DEFER_MS`,
+    /// milliseconds from 0 to 60,000, default 1,000; 0 processes at once): accepting, which a
+    /// sender waits for, gets the cores and the disk during a burst of posts.
+    pub mail_in_defer: std::time::Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -196,6 +201,8 @@ impl Config {
         let worker_niceness = number("COURRIER_WORKER_NICENESS", 10, 0..=19)? as i32;
         let lmtp_commit_delay =
             std::time::Duration::from_micros(number("COURRIER_LMTP_COMMIT_DELAY_US", 1_000, 0..=100_000)? as u64);
+        let mail_in_defer =
+            std::time::Duration::from_millis(number("COURRIER_MAIL_IN_DEFER_MS", 1_000, 0..=60_000)? as u64);
         let egress_allow = AllowList::parse(&get("COURRIER_EGRESS_ALLOW").unwrap_or_default())
             .map_err(|e| invalid("COURRIER_EGRESS_ALLOW", e))?;
         let trusted_proxies = AllowList::parse(&get("COURRIER_TRUSTED_PROXIES").unwrap_or_default())
@@ -238,6 +245,7 @@ impl Config {
             import_niceness,
             worker_niceness,
             lmtp_commit_delay,
+            mail_in_defer,
             retry_base_secs,
             delivery_lease_secs,
             domain_concurrency,
@@ -394,6 +402,7 @@ mod tests {
             ("COURRIER_WORKER_NICENESS", "20"),
             ("COURRIER_LMTP_COMMIT_DELAY_US", "100001"),
             ("COURRIER_LMTP_COMMIT_DELAY_US", "-1"),
+            ("COURRIER_MAIL_IN_DEFER_MS", "60001"),
         ] {
             let err = config(&[(var, value)], None).unwrap_err().to_string();
             assert!(err.starts_with(var), "{err}");

@@ -277,6 +277,7 @@ fn execute(cli: Cli) -> Result<(), CliError> {
                 config.delivery_workers.max(1),
                 // Alone in its process, a worker competes with no LMTP session.
                 0,
+                std::time::Duration::ZERO,
             );
             tracing::info!(threads = config.delivery_workers.max(1), "delivery workers running");
             let runtime =

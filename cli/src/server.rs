@@ -246,6 +246,8 @@ pub struct Bound {
     delivery_workers: usize,
     /// The processing and delivery threads' nice value above the server's.
     worker_niceness: i32,
+    /// How long processing waits at most for the LMTP sessions to fall quiet.
+    mail_in_defer: std::time::Duration,
     limits: ServerLimits,
     /// The mail-in pipeline the ingest pollers hand messages to; `None`: no poller runs.
     intake: Option<Arc<dyn courrier_core::mailing::ingest::MailIntake>>,
@@ -312,6 +314,7 @@ pub fn bind(config: &Config, build: BuildInfo) -> Result<Bound, CliError> {
         webhooks: webhook_config(config),
         delivery_workers: config.delivery_workers,
         worker_niceness: config.worker_niceness,
+        mail_in_defer: config.mail_in_defer,
         limits,
         intake: Some(intake),
         lmtp,
@@ -342,6 +345,7 @@ pub fn run(bound: Bound, shutdown: impl Future<Output = ()> + Send + 'static) ->
             bound.webhooks,
             bound.delivery_workers,
             bound.worker_niceness,
+            bound.mail_in_defer,
         );
         // Ingest pollers are workers: a server without delivery workers (`courrier worker`
         // processes deliver) polls no mailbox either.

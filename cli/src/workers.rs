@@ -25,8 +25,16 @@ pub struct Workers {
 }
 
 /// `n` delivery threads and, when `n > 0`, one webhook thread and one thread processing mail in.
-/// The delivery and processing threads run `niceness` below the process's priority (0: at it).
-pub fn start(app: Arc<Service>, cfg: DeliveryConfig, hooks: WebhookConfig, n: usize, niceness: i32) -> Workers {
+/// The delivery and processing threads run `niceness` below the process's priority (0: at it);
+/// processing waits up to `defer` for this process's LMTP sessions to fall quiet ([`work_inbound`]).
+pub fn start(
+    app: Arc<Service>,
+    cfg: DeliveryConfig,
+    hooks: WebhookConfig,
+    n: usize,
+    niceness: i32,
+    defer: Duration,
+) -> Workers {
     let stop = Arc::new(AtomicBool::new(false));
     let mut threads: Vec<_> = (0..n)
         .map(|i| {
@@ -46,7 +54,7 @@ pub fn start(app: Arc<Service>, cfg: DeliveryConfig, hooks: WebhookConfig, n: us
             .name("courrier-inbound".into())
             .spawn(move || {
                 lower_this_threads_priority(niceness);
-                work_inbound(&inbound_app, &inbound_stop)
+                work_inbound(&inbound_app, &inbound_stop, defer)
             })
             .expect("cannot start the inbound processing thread");
         threads.push(inbound_thread);
@@ -89,13 +97,20 @@ fn work_webhooks(app: &Service, cfg: &WebhookConfig, stop: &AtomicBool) {
 
 /// Mail received and stored (LMTP, mailboxes) is processed here: at start everything a stop or
 /// a crash left unprocessed, then each message as the frontends ring, or within a second.
-fn work_inbound(app: &Service, stop: &AtomicBool) {
+/// Once caught up, it gives way to the LMTP sessions before each round: while they are receiving
+/// or storing messages (a burst of posts), it waits for them to fall quiet, at most `defer`;
+/// then it processes until caught up again without waiting, so under a sustained stream a
+/// message waits at most `defer` plus the processing of those stored before it.
+fn work_inbound(app: &Service, stop: &AtomicBool, defer: Duration) {
     let mut cursor = None;
     while !stop.load(Ordering::Relaxed) {
         match inbound::process_after(app, &mut cursor) {
             Ok(n) if n > 0 => tracing::debug!(messages = n, "inbound round"),
             Ok(_) => {
                 app.mail_in.wakeup.wait(Duration::from_secs(1));
+                if app.mail_in.activity.wait_quiet(defer, || stop.load(Ordering::Relaxed)) {
+                    tracing::debug!(waited = ?defer, "inbound: LMTP still busy, processing anyway");
+                }
             }
             Err(e) => {
                 tracing::warn!(error = %e, "inbound processing failed");

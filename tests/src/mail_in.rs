@@ -976,3 +976,37 @@ fn a_server_whose_spool_of_accepted_mail_is_damaged_refuses_to_start_naming_the_
     assert!(app.dir.path().join("spool.db").exists());
     drop(app);
 }
+
+/// Whether the inbound message `id` was processed yet (stored in the spool or `received`: not).
+fn processed(core: &Services, id: i64) -> bool {
+    let m = in_read(&*core.mailing.store, |tx| tx.inbound_by_id(InboundId::from_stored(id))).unwrap();
+    m.is_some_and(|m| m.state == InboundState::Done)
+}
+
+/// Processing gives way to the LMTP sessions: while one of them is in the middle of a message,
+/// a post another session got its 250 for waits (here up to the minute the server is told to
+/// wait at most), and is posted once the sessions fall quiet. The bound itself (the default
+/// second) is what `silent_and_slow_lmtp_clients_do_not_hold_the_others_...` relies on: its
+/// half-sent messages never end, and its post is still processed.
+#[test]
+fn a_post_is_processed_once_the_other_lmtp_sessions_are_no_longer_in_the_middle_of_a_message() {
+    let sink = SmtpSink::start();
+    let (app, key) = setup(&sink, &[("COURRIER_MAIL_IN_DEFER_MS", "60000")]);
+    patch_list(&app, &key, json!({ "posting_policy": "open" }));
+    add(&app, &key, "bob@example.com");
+    let addr = app.lmtp.unwrap();
+    let mut busy = Lmtp::connect(addr);
+    assert!(busy.cmd("MAIL FROM:<carl@example.net>").starts_with("250"));
+    assert!(busy.cmd("RCPT TO:<news@example.org>").starts_with("250"));
+    let mut c = Lmtp::connect(addr);
+    let reply = c.post("ann@example.net", &message("ann@example.net", "waits@x", "Waits its turn", ""));
+    assert!(reply.starts_with("250 2.0.0"), "{reply}");
+    // Longer than the processing loop's own look (every second) and its wake-up by the reply.
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(!processed(&app.core, 1), "processed while another session was receiving");
+    assert!(!sink.messages().iter().any(|m| m.contains("Waits its turn")), "not sent yet");
+    // The busy session gives its message up: the sessions are quiet, the post goes out.
+    assert!(busy.cmd("RSET").starts_with("250"));
+    assert_eq!(outcome(&app.core, 1), "posted");
+    drop(busy);
+}

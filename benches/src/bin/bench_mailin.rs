@@ -363,6 +363,8 @@ fn accept_scenario(
     let bare = Sink::start(&opts.smtp_sink, Protocol::Lmtp)?;
     let floor = Floor::create(&floor_dir.join("floor.db"))?;
     let mut rounds = Vec::new();
+    // Per round: how long after courrier's last 250 its last copy reached the sink.
+    let mut drains = Vec::new();
     let (mut stored_before, mut paused_before) = (0, 0);
     let mut copies_expected = copies.messages();
     for round in 1..=opts.rounds {
@@ -387,7 +389,9 @@ fn accept_scenario(
         copies_expected += n * opts.accept_members;
         let drain = Instant::now();
         copies.wait_for(copies_expected, Duration::from_secs(600))?;
-        eprintln!("  its backlog processed and delivered {:.2} s later", drain.elapsed().as_secs_f64());
+        let drain = drain.elapsed();
+        eprintln!("  its backlog processed and delivered {:.2} s later", drain.as_secs_f64());
+        drains.push(drain);
         eprintln!("accept round {round}/{}: the same into courrier with processing paused", opts.rounds);
         let p = source_lmtp(opts, paused.lmtp, n, &to)?;
         paused.server.check_alive()?;
@@ -421,7 +425,10 @@ fn accept_scenario(
          {n} rows ({} bytes each, the inbound table's columns) inserted by bare rusqlite into a WAL database with \
          `synchronous=FULL`, by {s} threads each committing every row alone (`BEGIN IMMEDIATE`, `INSERT`, \
          `COMMIT`), and by one thread committing {s} rows at a time (what {s} sessions waiting for their 250 can \
-         share at best: a durable store before the reply caps the rate at {s} messages per fsync).",
+         share at best: a durable store before the reply caps the rate at {s} messages per fsync). Backlog: how \
+         long after courrier's last 250 the last of the round's copies reached the sink (processing, which gives way \
+         to busy LMTP sessions for at most `COURRIER_MAIL_IN_DEFER_MS`, and delivery); end to end: the round's posts \
+         over the time from its first post to its last copy.",
         opts.size,
         opts.accept_members,
         opts.workers,
@@ -431,14 +438,14 @@ fn accept_scenario(
     let _ = writeln!(out);
     let _ = writeln!(
         out,
-        "| round | smtp-sink -L | courrier | courrier, processing paused | floor: {s} threads, a commit each | floor: {s} rows a commit | courrier/smtp-sink | paused/smtp-sink | {s}-rows floor/smtp-sink |",
+        "| round | smtp-sink -L | courrier | courrier, processing paused | floor: {s} threads, a commit each | floor: {s} rows a commit | courrier/smtp-sink | paused/smtp-sink | {s}-rows floor/smtp-sink | backlog after the last 250 | courrier end to end |",
         s = opts.sessions
     );
-    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
-    for (i, r) in rounds.iter().enumerate() {
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (i, (r, d)) in rounds.iter().zip(&drains).enumerate() {
         let _ = writeln!(
             out,
-            "| {} | {:.0}/s | {:.0}/s | {:.0}/s | {:.0}/s | {:.0}/s | {:.2} | {:.2} | {:.2} |",
+            "| {} | {:.0}/s | {:.0}/s | {:.0}/s | {:.0}/s | {:.0}/s | {:.2} | {:.2} | {:.2} | {:.2} s | {:.0}/s |",
             i + 1,
             rate(&r[0]),
             rate(&r[1]),
@@ -448,13 +455,17 @@ fn accept_scenario(
             rate(&r[1]) / rate(&r[0]),
             rate(&r[2]) / rate(&r[0]),
             rate(&r[4]) / rate(&r[0]),
+            d.as_secs_f64(),
+            rate(&(r[1] + *d)),
         );
     }
     let med = |k: usize| median(rounds.iter().map(|r| rate(&r[k])).collect());
     let (bm, cm, pm, am, gm) = (med(0), med(1), med(2), med(3), med(4));
+    let dm = median(drains.iter().map(Duration::as_secs_f64).collect());
+    let em = median(rounds.iter().zip(&drains).map(|(r, d)| rate(&(r[1] + *d))).collect());
     let _ = writeln!(
         out,
-        "| **median** | **{bm:.0}/s** | **{cm:.0}/s** | **{pm:.0}/s** | **{am:.0}/s** | **{gm:.0}/s** | **{:.2}** | **{:.2}** | **{:.2}** |",
+        "| **median** | **{bm:.0}/s** | **{cm:.0}/s** | **{pm:.0}/s** | **{am:.0}/s** | **{gm:.0}/s** | **{:.2}** | **{:.2}** | **{:.2}** | **{dm:.2} s** | **{em:.0}/s** |",
         cm / bm,
         pm / bm,
         gm / bm

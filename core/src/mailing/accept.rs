@@ -27,6 +27,10 @@
 //!   moved, without an fsync). An accept then never queues behind processing's and delivery's
 //!   commits. Processing moves the spooled messages into the inbound store
 //!   ([`super::inbound::move_spooled`]).
+//! - the thread publishes how many messages are between a session's `MAIL` and its answer
+//!   ([`super::inbound::Activity`]): processing, once caught up, waits for that to fall to zero
+//!   (bounded) before it processes what was stored, so a burst of posts is accepted with the
+//!   cores and the disk to itself.
 
 use super::Service;
 use super::inbound::{InboundError, InboundId, Resolved, parse_recipient};
@@ -123,13 +127,24 @@ struct State {
     /// answered: expected for at most the commit delay after that.
     returning: usize,
     answered_at: Instant,
+    /// Jobs taken from the queue and not answered yet.
+    storing: usize,
     stop: bool,
+}
+
+impl State {
+    /// Messages between a session's `MAIL` and its answer: what processing gives way to.
+    fn busy(&self) -> usize {
+        self.receiving + self.queue.len() + self.storing
+    }
 }
 
 struct Shared {
     state: Mutex<State>,
     bell: Condvar,
     delay: Duration,
+    /// Where the state's [`State::busy`] is published for processing.
+    activity: Arc<super::inbound::Activity>,
     /// Transactions run and jobs stored by them (for tests).
     commits: std::sync::atomic::AtomicU64,
     jobs: std::sync::atomic::AtomicU64,
@@ -155,10 +170,12 @@ impl Acceptor {
                 receiving: 0,
                 returning: 0,
                 answered_at: Instant::now(),
+                storing: 0,
                 stop: false,
             }),
             bell: Condvar::new(),
             delay,
+            activity: Arc::clone(&app.mail_in.activity),
             commits: std::sync::atomic::AtomicU64::new(0),
             jobs: std::sync::atomic::AtomicU64::new(0),
         });
@@ -176,6 +193,7 @@ impl Acceptor {
         if returning {
             st.returning = st.returning.saturating_sub(1);
         }
+        self.shared.activity.set_busy(st.busy());
         drop(st);
         Receiving { shared: Some(Arc::clone(&self.shared)) }
     }
@@ -196,6 +214,7 @@ impl Acceptor {
         {
             st.receiving -= 1;
         }
+        self.shared.activity.set_busy(st.busy());
         drop(st);
         self.shared.bell.notify_all();
     }
@@ -224,6 +243,7 @@ impl Drop for Receiving {
         if let Some(shared) = self.shared.take() {
             let mut st = lock(&shared.state);
             st.receiving = st.receiving.saturating_sub(1);
+            shared.activity.set_busy(st.busy());
             drop(st);
             shared.bell.notify_all();
         }
@@ -253,6 +273,7 @@ fn run(app: &Service, shared: &Shared) {
                 st = shared.bell.wait_timeout(st, left).unwrap_or_else(PoisonError::into_inner).0;
             }
             let n = st.queue.len().min(MAX_JOBS);
+            st.storing = n;
             st.queue.drain(..n).collect::<Vec<_>>()
         };
         let outcomes = store_jobs(app, &jobs);
@@ -263,6 +284,8 @@ fn run(app: &Service, shared: &Shared) {
             let mut st = lock(&shared.state);
             st.returning = jobs.len();
             st.answered_at = Instant::now();
+            st.storing = 0;
+            shared.activity.set_busy(st.busy());
         }
         for (job, outcome) in jobs.into_iter().zip(outcomes) {
             (job.done)(outcome);

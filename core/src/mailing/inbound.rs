@@ -474,6 +474,9 @@ pub struct MailIn {
     /// directory again (like a Postfix queue directory).
     pub spool: Option<std::sync::Arc<dyn super::ports::Spool>>,
     pub wakeup: Wakeup,
+    /// Whether the receiving frontends are busy, for processing to give way to them
+    /// ([`Activity::wait_quiet`]).
+    pub activity: std::sync::Arc<Activity>,
     /// Posters' DMARC policies, for the copies' `From`.
     pub dmarc: super::dmarc::Cache,
 }
@@ -502,6 +505,67 @@ impl Wakeup {
     }
 }
 
+/// How long after the last message a receiving frontend answered it counts as quiet: a sender
+/// with more to send is back with its next `MAIL` well within this.
+pub const QUIET_AFTER: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// What the receiving frontends are doing, published by the LMTP store thread
+/// ([`super::accept::Acceptor`]): how many messages are between a session's `MAIL` and its
+/// answer (received, queued or being stored), and when that last changed. Processing, which
+/// nobody waits on, gives way to accepting, which a sender waits on: on 2 cores, processing
+/// and delivering posts (10 copies each composed, signed and sent) costs several times the CPU
+/// and disk of accepting them, so run beside a burst of posts it makes every accept slower.
+#[derive(Debug, Default)]
+pub struct Activity {
+    busy: std::sync::atomic::AtomicUsize,
+    /// Microseconds since [`Activity::epoch`] of the last change; 0: never.
+    last: std::sync::atomic::AtomicU64,
+}
+
+impl Activity {
+    fn epoch() -> std::time::Instant {
+        static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+        *EPOCH.get_or_init(std::time::Instant::now)
+    }
+
+    /// Publishes how many messages the frontend is receiving or storing now.
+    pub fn set_busy(&self, n: usize) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.busy.store(n, Relaxed);
+        let at = u64::try_from(Self::epoch().elapsed().as_micros()).unwrap_or(u64::MAX).max(1);
+        self.last.store(at, Relaxed);
+    }
+
+    /// Whether no message is being received or stored and none was for `quiet`.
+    pub fn is_quiet(&self, quiet: std::time::Duration) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        let last = self.last.load(Relaxed);
+        if self.busy.load(Relaxed) > 0 {
+            return false;
+        }
+        last == 0 || Self::epoch().elapsed().saturating_sub(std::time::Duration::from_micros(last)) >= quiet
+    }
+
+    /// Waits until the frontends are quiet ([`Self::is_quiet`] for [`QUIET_AFTER`]), at most
+    /// `max` (zero: not at all), or until `stop` says so; whether it had to give up waiting at
+    /// `max` (the frontends still busy). The bound is what keeps a sustained stream of messages
+    /// processed: the caller waits only once it has caught up with what was stored, so a message
+    /// waits at most `max` plus the processing of those stored before it.
+    pub fn wait_quiet(&self, max: std::time::Duration, stop: impl Fn() -> bool) -> bool {
+        let until = std::time::Instant::now() + max;
+        loop {
+            if self.is_quiet(QUIET_AFTER) || stop() {
+                return false;
+            }
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return true;
+            }
+            std::thread::sleep(left.min(std::time::Duration::from_millis(2)));
+        }
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -511,6 +575,20 @@ pub(crate) mod tests {
         let got = parse_recipient(address).map(|r| (r.domain.to_string(), r.list.to_string(), r.role));
         let expect = expect.map(|(d, l, r)| (d.to_owned(), l.to_owned(), r));
         assert_eq!(got, expect, "{address}");
+    }
+
+    #[test]
+    fn the_frontends_are_quiet_only_with_nothing_received_or_stored_for_the_quiet_time() {
+        use std::time::Duration;
+        let a = Activity::default();
+        assert!(a.is_quiet(QUIET_AFTER), "never busy");
+        a.set_busy(2);
+        assert!(!a.is_quiet(Duration::ZERO), "two messages under way");
+        assert!(a.wait_quiet(Duration::ZERO, || false), "gave up at once: the bound is zero");
+        assert!(!a.wait_quiet(Duration::from_secs(3600), || true), "stopped");
+        a.set_busy(0);
+        assert!(!a.is_quiet(Duration::from_secs(3600)), "just answered: a sender may be back");
+        assert!(a.is_quiet(Duration::ZERO));
     }
 
     #[test]
