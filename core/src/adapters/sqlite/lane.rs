@@ -649,7 +649,7 @@ mod tests {
             ],
         );
         assert!(out[0].1.is_err() && out[1].1.is_err(), "{out:?}");
-        assert_eq!(out[2].0, false);
+        assert!(!out[2].0, "{out:?}");
         assert!(out[2].1.is_err(), "its refusal rests on writes that never became durable: {out:?}");
         assert_eq!((count(&lane, "parent"), count(&lane, "child")), (0, 0));
         // The lane goes on, and a unit alone that undoes hears nothing of others.
