@@ -205,7 +205,7 @@ pub fn add(
     req: AddMember,
 ) -> Result<Keyed<AddOutcome>, MailingError> {
     let now = app.clock.now();
-    let added = idempotency::guarded(app, key, |tx| add_in(tx, p, ctx, domain, name, &req, now))?;
+    let added = idempotency::guarded(app, key, |tx| add_unit(tx, p, ctx, domain, name, &req, now))?;
     Ok(added.map(|added| added.after_commit(app)))
 }
 
@@ -227,12 +227,12 @@ where
     A: FnOnce(Result<Keyed<Added>, MailingError>) + Send + 'static,
 {
     let now = app.clock.now();
-    idempotency::guarded_job(app, key, move |tx| add_in(tx, &p, &ctx, &domain, &name, &req, now), answer)
+    idempotency::guarded_job(app, key, move |tx| add_unit(tx, &p, &ctx, &domain, &name, &req, now), answer)
 }
 
 /// The unit of an addition: the list's lookup and permission, the state machine's decision and
 /// its writes, in a nested unit undone on refusal (the refusal's audit entry stays).
-fn add_in(
+fn add_unit(
     tx: &mut (dyn Tx + 'static),
     p: &Principal,
     ctx: &RequestCtx,
