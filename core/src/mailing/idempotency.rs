@@ -13,7 +13,7 @@ use super::Service;
 use crate::access::{Principal, Via};
 use crate::kernel::{CoreError, ErrorKind, Timestamp, secrets};
 use crate::mailing::ports::{IdempotencyRecord, Tx};
-use crate::storage::{StoreError, in_write, in_write_keeping_refusals};
+use crate::storage::{StoreError, WriteJob, in_write, run_here};
 use serde_json::json;
 
 /// A stored answer is replayed this long; then the key is free again.
@@ -107,44 +107,112 @@ pub trait Replayable {
 /// writes in a nested unit); a server fault (an `Unavailable` or `Internal` error) rolls
 /// everything back and leaves the key free, so that a retry runs again. `exec` must not open
 /// transactions of its own.
-pub fn guarded<T: Replayable>(
+pub fn guarded<T: Replayable + Send>(
     app: &Service,
     key: Option<&IdempotentRequest>,
-    exec: impl FnOnce(&mut (dyn Tx + 'static)) -> Result<T, MailingError>,
+    exec: impl FnOnce(&mut (dyn Tx + 'static)) -> Result<T, MailingError> + Send,
 ) -> Result<Keyed<T>, MailingError> {
-    let Some(req) = key else {
-        return in_write_keeping_refusals(&*app.store, exec).map(Keyed::Ran);
-    };
-    let now = app.clock.now();
-    let mut tx = app.store.write()?;
-    match check(&mut *tx, req, now) {
-        Ok(None) => {}
-        Ok(Some(replay)) => {
-            tx.rollback()?;
-            return Ok(replay);
+    let mut answer = None;
+    run_here(&*app.store, guarded_job(app, key.cloned(), exec, |out| answer = Some(out)));
+    answer.unwrap_or_else(|| Err(MailingError::Store(StoreError::Backend("a write left unanswered".into()))))
+}
+
+/// [`guarded`] as a [`WriteJob`], for the store's writer thread ([`crate::storage::Store::submit`]):
+/// `answer` gets what [`guarded`] would have returned, once the unit's commit is decided.
+pub fn guarded_job<T, F, A>(
+    app: &Service,
+    key: Option<IdempotentRequest>,
+    exec: F,
+    answer: A,
+) -> impl WriteJob<dyn Tx> + use<T, F, A>
+where
+    T: Replayable + Send,
+    F: FnOnce(&mut (dyn Tx + 'static)) -> Result<T, MailingError> + Send,
+    A: FnOnce(Result<Keyed<T>, MailingError>) + Send,
+{
+    GuardedJob { now: app.clock.now(), key, exec: Some(exec), out: None, answer }
+}
+
+struct GuardedJob<T, F, A> {
+    now: Timestamp,
+    key: Option<IdempotentRequest>,
+    exec: Option<F>,
+    out: Option<Result<Keyed<T>, MailingError>>,
+    answer: A,
+}
+
+impl<T, F, A> GuardedJob<T, F, A>
+where
+    T: Replayable + Send,
+    F: FnOnce(&mut (dyn Tx + 'static)) -> Result<T, MailingError> + Send,
+{
+    /// The unit's work; `true` to commit it.
+    fn decide(&mut self, tx: &mut (dyn Tx + 'static)) -> (bool, Result<Keyed<T>, MailingError>) {
+        let Some(exec) = self.exec.take() else {
+            return (false, Err(MailingError::Store(StoreError::Backend("a write run twice".into()))));
+        };
+        let Some(req) = &self.key else {
+            // Without a key: the refusal's audit entry is committed with it.
+            return (true, exec(tx).map(Keyed::Ran));
+        };
+        match check(tx, req, self.now) {
+            Ok(None) => {}
+            Ok(Some(replay)) => return (false, Ok(replay)),
+            Err(e) => return (false, Err(e)),
         }
-        Err(e) => {
-            tx.rollback()?;
-            return Err(e);
+        let now = self.now;
+        if let Err(e) = tx.idempotency_reserve(req.api_key, &req.key, &req.fingerprint, now, now.plus_secs(REPLAY_SECS))
+        {
+            return (
+                false,
+                Err(match e {
+                    // Another process reserved it between our read and write (cannot happen under its
+                    // write lock, kept for a backend with weaker locking).
+                    StoreError::Duplicate => MailingError::IdempotencyInProgress,
+                    other => other.into(),
+                }),
+            );
         }
+        let out = exec(tx);
+        let Some(stored) = stored_answer(&out) else {
+            // Not an outcome: nothing is kept and the key stays free.
+            return (false, out.map(Keyed::Ran));
+        };
+        if let Err(e) = tx.idempotency_finish(req.api_key, &req.key, stored.status, &stored.body) {
+            return (false, Err(e.into()));
+        }
+        (true, out.map(Keyed::Ran))
     }
-    tx.idempotency_reserve(req.api_key, &req.key, &req.fingerprint, now, now.plus_secs(REPLAY_SECS)).map_err(|e| {
-        match e {
-            // Another process reserved it between our read and write (cannot happen under its
-            // write lock, kept for a backend with weaker locking).
-            StoreError::Duplicate => MailingError::IdempotencyInProgress,
-            other => other.into(),
-        }
-    })?;
-    let out = exec(&mut *tx);
-    let Some(stored) = stored_answer(&out) else {
-        // Not an outcome: nothing is kept and the key stays free.
-        drop(tx);
-        return out.map(Keyed::Ran);
-    };
-    tx.idempotency_finish(req.api_key, &req.key, stored.status, &stored.body)?;
-    tx.commit()?;
-    out.map(Keyed::Ran)
+}
+
+impl<T, F, A> WriteJob<dyn Tx> for GuardedJob<T, F, A>
+where
+    T: Replayable + Send,
+    F: FnOnce(&mut (dyn Tx + 'static)) -> Result<T, MailingError> + Send,
+    A: FnOnce(Result<Keyed<T>, MailingError>) + Send,
+{
+    fn run(&mut self, tx: &mut (dyn Tx + 'static)) -> bool {
+        let (keep, out) = self.decide(tx);
+        self.out = Some(out);
+        keep
+    }
+
+    fn done(self: Box<Self>, outcome: Result<(), StoreError>) {
+        let keyless = self.key.is_none();
+        let answer = match (self.out, outcome) {
+            (None, Err(e)) => Err(e.into()),
+            (None, Ok(())) => Err(StoreError::Backend("a write that never ran".into()).into()),
+            (Some(out), Ok(())) => out,
+            // A refusal without a key is the answer even when its audit entry was lost.
+            (Some(Err(refusal)), Err(e)) if keyless => {
+                tracing::error!(error = %e, "cannot commit a refusal's audit entry");
+                Err(refusal)
+            }
+            // Not durable, or decided on writes of its group that then failed to commit.
+            (Some(_), Err(e)) => Err(e.into()),
+        };
+        (self.answer)(answer);
+    }
 }
 
 /// A request refused before its operation could run (its body or path did not parse): under a

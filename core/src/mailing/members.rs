@@ -205,37 +205,70 @@ pub fn add(
     req: AddMember,
 ) -> Result<Keyed<AddOutcome>, MailingError> {
     let now = app.clock.now();
-    let added = idempotency::guarded(app, key, |tx| {
-        let list = lists::authorized(InTx(&mut *tx, now), p, ctx, Perm::MembersWrite, domain, name, "member.add")?;
-        check_add(&req)?;
-        let trigger = if req.force { Trigger::AddWithConsent } else { Trigger::Subscribe(effective_policy(&list)) };
-        let (outcome, token, newly_held) = in_nested(tx, |tx| {
-            // Read once: what it was decides both the notice below and the transition.
-            let existing = tx.member_by_email(list.id, &req.email)?;
-            let was = existing.as_ref().map(|m| MemberState::of(m.status, m.pending_reason));
-            let outcome = apply_add_to(tx, &list, &req, trigger, now, existing)?;
-            // A request already waiting for a moderator was announced when it began to wait.
-            let held = matches!(outcome, AddOutcome::PendingModeration(_))
-                && was != Some(MemberState::Pending(PendingReason::Moderation));
-            let token = if let AddOutcome::PendingConfirmation(id) = outcome {
-                let token = crate::kernel::secrets::random_token(32);
-                subscriptions::store_token(tx, id, &token, now)?;
-                Some(token)
-            } else {
-                None
-            };
-            audit_done(tx, p, ctx, now, "member.add", &format!("member:{}:{}", list.address(), outcome.member_id()))?;
-            Ok::<_, MailingError>((outcome, token, held))
-        })?;
-        let held = newly_held.then(|| (list.clone(), req.email.clone()));
-        Ok(Added { outcome, confirmation: token.map(|t| (list, req.email.clone(), t, now)), held })
-    })?;
+    let added = idempotency::guarded(app, key, |tx| add_unit(tx, p, ctx, domain, name, &req, now))?;
     Ok(added.map(|added| added.after_commit(app)))
+}
+
+/// [`add`] as a write for the store's writer thread ([`crate::storage::Store::submit`]), its input
+/// owned: `answer` gets the addition once its commit is decided, and the caller then sends its
+/// mail, if any ([`Added::after_commit`], which may block: not on the writer's thread).
+#[allow(clippy::too_many_arguments)]
+pub fn add_job<A>(
+    app: &Service,
+    p: std::sync::Arc<Principal>,
+    ctx: RequestCtx,
+    key: Option<IdempotentRequest>,
+    domain: DomainName,
+    name: ListName,
+    req: AddMember,
+    answer: A,
+) -> impl crate::storage::WriteJob<dyn Tx> + use<A>
+where
+    A: FnOnce(Result<Keyed<Added>, MailingError>) + Send + 'static,
+{
+    let now = app.clock.now();
+    idempotency::guarded_job(app, key, move |tx| add_unit(tx, &p, &ctx, &domain, &name, &req, now), answer)
+}
+
+/// The unit of an addition: the list's lookup and permission, the state machine's decision and
+/// its writes, in a nested unit undone on refusal (the refusal's audit entry stays).
+fn add_unit(
+    tx: &mut (dyn Tx + 'static),
+    p: &Principal,
+    ctx: &RequestCtx,
+    domain: &DomainName,
+    name: &ListName,
+    req: &AddMember,
+    now: Timestamp,
+) -> Result<Added, MailingError> {
+    let list = lists::authorized(InTx(&mut *tx, now), p, ctx, Perm::MembersWrite, domain, name, "member.add")?;
+    check_add(req)?;
+    let trigger = if req.force { Trigger::AddWithConsent } else { Trigger::Subscribe(effective_policy(&list)) };
+    let (outcome, token, newly_held) = in_nested(tx, |tx| {
+        // Read once: what it was decides both the notice below and the transition.
+        let existing = tx.member_by_email(list.id, &req.email)?;
+        let was = existing.as_ref().map(|m| MemberState::of(m.status, m.pending_reason));
+        let outcome = apply_add_to(tx, &list, req, trigger, now, existing)?;
+        // A request already waiting for a moderator was announced when it began to wait.
+        let held = matches!(outcome, AddOutcome::PendingModeration(_))
+            && was != Some(MemberState::Pending(PendingReason::Moderation));
+        let token = if let AddOutcome::PendingConfirmation(id) = outcome {
+            let token = crate::kernel::secrets::random_token(32);
+            subscriptions::store_token(tx, id, &token, now)?;
+            Some(token)
+        } else {
+            None
+        };
+        audit_done(tx, p, ctx, now, "member.add", &format!("member:{}:{}", list.address(), outcome.member_id()))?;
+        Ok::<_, MailingError>((outcome, token, held))
+    })?;
+    let held = newly_held.then(|| (list.clone(), req.email.clone()));
+    Ok(Added { outcome, confirmation: token.map(|t| (list, req.email.clone(), t, now)), held })
 }
 
 /// An addition written in a transaction, with the confirmation mail left to send once that is
 /// committed.
-struct Added {
+pub struct Added {
     outcome: AddOutcome,
     confirmation: Option<(MailingList, EmailAddress, String, Timestamp)>,
     /// A subscription that began to wait for a moderator: its notice goes out after the commit.
@@ -243,7 +276,18 @@ struct Added {
 }
 
 impl Added {
-    fn after_commit(self, app: &Service) -> AddOutcome {
+    /// What the addition did.
+    pub fn outcome(&self) -> AddOutcome {
+        self.outcome
+    }
+
+    /// Whether [`Added::after_commit`] has mail to send (a confirmation, moderators' notice).
+    pub fn sends_mail(&self) -> bool {
+        self.confirmation.is_some() || self.held.is_some()
+    }
+
+    /// Sends the mail the committed addition owes, and says what it did.
+    pub fn after_commit(self, app: &Service) -> AddOutcome {
         if let Some((list, to, token, now)) = &self.confirmation {
             subscriptions::send_confirmation(app, list, to, token, *now);
         }

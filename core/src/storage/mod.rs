@@ -126,6 +126,101 @@ pub trait Store<T: ?Sized + Transaction>: Database {
     fn write(&self) -> Result<Box<T>, StoreError>;
     /// A transaction that only reads: one consistent snapshot, no write lock.
     fn read(&self) -> Result<Box<T>, StoreError>;
+    /// Hands `job` to the store's writer thread, which runs the units waiting together back to
+    /// back in one transaction with one `COMMIT` and calls each one's [`WriteJob::done`] from
+    /// there: a caller that only waits for the answer needs no thread of its own to write.
+    /// `Err(job)` when the store has none (the caller runs it with [`run_here`]).
+    fn submit(&self, job: Box<dyn WriteJob<T>>) -> Result<(), Box<dyn WriteJob<T>>> {
+        Err(job)
+    }
+}
+
+/// A write as a store's writer thread runs it ([`Store::submit`]), or the caller's thread
+/// ([`run_here`]): the same unit of work, committed with the same guarantees.
+pub trait WriteJob<X: ?Sized>: Send {
+    /// Runs inside the unit of work; `true` keeps its writes (to commit), `false` takes them back.
+    /// It must not open transactions of its own.
+    fn run(&mut self, tx: &mut X) -> bool;
+    /// Called once, when the unit's fate is known: `Ok` when its writes are durable (or, taken
+    /// back, it saw only durable data), `Err` when the commit failed or the unit could not start
+    /// (then [`WriteJob::run`] was never called). On a writer thread: hand the answer on, do not
+    /// block.
+    fn done(self: Box<Self>, outcome: Result<(), StoreError>);
+}
+
+impl<X: ?Sized, J: WriteJob<X> + ?Sized> WriteJob<X> for Box<J> {
+    fn run(&mut self, tx: &mut X) -> bool {
+        (**self).run(tx)
+    }
+
+    fn done(self: Box<Self>, outcome: Result<(), StoreError>) {
+        (*self).done(outcome);
+    }
+}
+
+/// Runs `job` on the calling thread: a write transaction, committed or rolled back as `run` says.
+pub fn run_here<X: ?Sized + Transaction, J: WriteJob<X>>(store: &dyn Store<X>, mut job: J) {
+    let mut tx = match store.write() {
+        Ok(tx) => tx,
+        Err(e) => return Box::new(job).done(Err(e)),
+    };
+    let outcome = if job.run(&mut *tx) { tx.commit() } else { tx.rollback() };
+    Box::new(job).done(outcome);
+}
+
+/// [`in_write`] (or, `keep_refusals`, [`in_write_keeping_refusals`]) as a [`WriteJob`]: `f` is
+/// the rule, `answer` gets what the runner would have returned.
+pub fn write_job<X, T, E, F, A>(keep_refusals: bool, f: F, answer: A) -> impl WriteJob<X>
+where
+    X: ?Sized,
+    T: Send,
+    E: From<StoreError> + Send,
+    F: FnOnce(&mut X) -> Result<T, E> + Send,
+    A: FnOnce(Result<T, E>) + Send,
+{
+    RuleJob { f: Some(f), out: None, keep_refusals, answer }
+}
+
+struct RuleJob<F, T, E, A> {
+    f: Option<F>,
+    out: Option<Result<T, E>>,
+    keep_refusals: bool,
+    answer: A,
+}
+
+impl<X, T, E, F, A> WriteJob<X> for RuleJob<F, T, E, A>
+where
+    X: ?Sized,
+    T: Send,
+    E: From<StoreError> + Send,
+    F: FnOnce(&mut X) -> Result<T, E> + Send,
+    A: FnOnce(Result<T, E>) + Send,
+{
+    fn run(&mut self, tx: &mut X) -> bool {
+        let Some(f) = self.f.take() else { return false };
+        let out = f(tx);
+        let keep = out.is_ok() || self.keep_refusals;
+        self.out = Some(out);
+        keep
+    }
+
+    fn done(self: Box<Self>, outcome: Result<(), StoreError>) {
+        let answer = match (self.out, outcome) {
+            (None, Err(e)) => Err(e.into()),
+            (None, Ok(())) => Err(StoreError::Backend("a write that never ran".into()).into()),
+            (Some(Ok(out)), Ok(())) => Ok(out),
+            (Some(Ok(_)), Err(e)) => Err(e.into()),
+            (Some(Err(refusal)), Ok(())) => Err(refusal),
+            (Some(Err(refusal)), Err(e)) if self.keep_refusals => {
+                tracing::error!(error = %e, "cannot commit a refusal's audit entry");
+                Err(refusal)
+            }
+            // Undone after reading writes of its group that then failed to commit: its refusal
+            // may rest on them (as `in_write`'s rollback says).
+            (Some(Err(_)), Err(e)) => Err(e.into()),
+        };
+        (self.answer)(answer);
+    }
 }
 
 /// Runs `f` in a write transaction: commits when it returns `Ok`, rolls back when it returns

@@ -57,11 +57,7 @@ where
         + Send
         + 'static,
 {
-    let key = match headers.get("idempotency-key") {
-        None => None,
-        Some(v) => Some(v.to_str().map_err(|_| invalid("Idempotency-Key must be visible ASCII"))?.to_owned()),
-    };
-    let key = IdempotentRequest::new(p, key.as_deref(), method, path, body)?;
+    let key = request_key(p, headers, method, path, body)?;
     let app = state.mailing.clone();
     let p = p.clone();
     let ran = run_blocking(move || match parse() {
@@ -72,15 +68,36 @@ where
         }
     })
     .await?;
+    Ok(render(ran))
+}
+
+/// The request's Idempotency-Key, checked, with the fingerprint of what it asks.
+pub(super) fn request_key(
+    p: &Principal,
+    headers: &HeaderMap,
+    method: &str,
+    path: &str,
+    body: &[u8],
+) -> Result<Option<IdempotentRequest>, ApiError> {
+    let key = match headers.get("idempotency-key") {
+        None => None,
+        Some(v) => Some(v.to_str().map_err(|_| invalid("Idempotency-Key must be visible ASCII"))?),
+    };
+    Ok(IdempotentRequest::new(p, key, method, path, body)?)
+}
+
+/// The answer of an operation an Idempotency-Key may guard: what it did, or the stored answer
+/// replayed with `Idempotent-Replay: true`.
+pub(super) fn render(ran: Keyed<(u16, Value)>) -> Response {
     match ran {
         Keyed::Replay { status, body } => {
             let mut resp = replay(status, &body);
             resp.headers_mut().insert("idempotent-replay", HeaderValue::from_static("true"));
-            Ok(resp)
+            resp
         }
         Keyed::Ran((status, data)) => {
             let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
-            Ok(Reply::with_status(status, data).into_response())
+            Reply::with_status(status, data).into_response()
         }
     }
 }

@@ -1,11 +1,10 @@
 //! A list's members: listing, one member, adding one (Idempotency-Key honoured).
 
-use super::idempotency::keyed;
-use super::idempotency::read_json_body;
+use super::idempotency::{keyed, read_json_body, render, request_key};
 use super::{invalid, names};
 use crate::AppState;
 use crate::auth::{Auth, Ctx};
-use crate::blocking::run_blocking;
+use crate::blocking::{run_blocking, run_write};
 use crate::body::{Json, parse_json};
 use crate::envelope::Reply;
 use crate::error::ApiError;
@@ -14,6 +13,7 @@ use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
 use axum::response::Response;
 use courrier_core::kernel::{Code, EmailAddress};
+use courrier_core::mailing::idempotency::Keyed;
 use courrier_core::mailing::members::{self, AddMember, MemberRef};
 use courrier_core::mailing::model::MemberFilter;
 use http::HeaderMap;
@@ -114,11 +114,28 @@ pub(super) async fn add_member(
 ) -> Result<Response, ApiError> {
     let bytes = read_json_body(&headers, body, &state).await?;
     let path = format!("/api/v1/domains/{domain}/lists/{list}/members");
-    let source = ctx.source.clone();
-    let input = bytes.clone();
-    let parse = move || Ok((names(&domain, &list)?, member_request(&input, source)?));
-    keyed(&state, &p, &headers, "POST", &path, &bytes, parse, move |app, p, key, ((d, l), req)| {
-        Ok(members::add(app, p, &ctx, key, &d, &l, req)?.map(|o| (o.status(), o.view())))
-    })
-    .await
+    let parsed = names(&domain, &list).and_then(|n| Ok((n, member_request(&bytes, ctx.source.clone())?)));
+    let Ok(((d, l), req)) = parsed else {
+        // Refused through the Idempotency-Key registry (under a key, the refusal is its answer).
+        let source = ctx.source.clone();
+        let input = bytes.clone();
+        let parse = move || Ok((names(&domain, &list)?, member_request(&input, source)?));
+        return keyed(&state, &p, &headers, "POST", &path, &bytes, parse, move |app, p, key, ((d, l), req)| {
+            Ok(members::add(app, p, &ctx, key, &d, &l, req)?.map(|o| (o.status(), o.view())))
+        })
+        .await;
+    };
+    let key = request_key(&p, &headers, "POST", &path, &bytes)?;
+    // The write runs on the store's writer thread, answered from there after its group's commit.
+    let app = &state.mailing;
+    let added = run_write(app.store.clone(), |answer| members::add_job(app, p, ctx, key, d, l, req, answer)).await??;
+    let done = match added {
+        // A confirmation or a moderators' notice is sent after the commit, off the async threads.
+        Keyed::Ran(added) if added.sends_mail() => {
+            let app = app.clone();
+            Keyed::Ran(run_blocking(move || Ok(added.after_commit(&app))).await?)
+        }
+        other => other.map(|added| added.outcome()),
+    };
+    Ok(render(done.map(|o| (o.status(), o.view()))))
 }

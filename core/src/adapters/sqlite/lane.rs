@@ -24,7 +24,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 /// A batch takes no more units than this...
-const MAX_UNITS: usize = 64;
+pub(super) const MAX_UNITS: usize = 64;
 /// ...and none once it has been open this long, so the first unit's caller is not kept waiting
 /// behind a stream of later ones.
 const MAX_AGE: Duration = Duration::from_millis(10);
@@ -61,6 +61,13 @@ struct Batch {
     units: usize,
     /// Units whose writes it keeps (released savepoints): it needs a `COMMIT` only if some.
     kept: usize,
+}
+
+/// When a unit of a group hears its fate ([`Lane::run_group`]).
+enum Told {
+    Now(Result<(), StoreError>),
+    /// With its batch's `COMMIT`.
+    After(Arc<Outcome>),
 }
 
 /// What passes from writer to writer: the connection and the transaction open on it.
@@ -145,10 +152,16 @@ impl Lane {
     /// Waits for the lane, joins the open batch or opens one (`BEGIN IMMEDIATE`), and starts the
     /// unit's savepoint.
     pub(super) fn begin(&self) -> Result<Unit, StoreError> {
+        let token = self.acquire()?;
+        self.start(token)
+    }
+
+    /// Waits for the token.
+    fn acquire(&self) -> Result<Token, StoreError> {
         let deadline = Instant::now() + self.timeout;
         let mut st = lock(&self.state);
         st.waiting += 1;
-        let mut token = loop {
+        let token = loop {
             if let Some(t) = st.token.take() {
                 break t;
             }
@@ -161,7 +174,12 @@ impl Lane {
             st = self.free.wait_timeout(st, left).unwrap_or_else(PoisonError::into_inner).0;
         };
         st.waiting -= 1;
-        drop(st);
+        Ok(token)
+    }
+
+    /// Starts a unit with the token held: in its open batch, or a new one. On failure the token
+    /// is given back.
+    fn start(&self, mut token: Token) -> Result<Unit, StoreError> {
         if token.batch.is_none() {
             if !token.conn.is_autocommit() {
                 // A rollback that failed earlier left a transaction open: nothing in it is owed
@@ -187,6 +205,150 @@ impl Lane {
             return Err(e);
         }
         Ok(unit)
+    }
+
+    /// Runs `jobs` back to back on the calling thread, holding the lane between them: they join
+    /// one batch (or more, past [`MAX_UNITS`] or [`MAX_AGE`]) without a hand-over each, and each
+    /// is told its fate once its batch's `COMMIT` is decided, with the guarantees of
+    /// [`Lane::commit`] and [`Lane::rollback`]. `run` runs a job's unit and says whether to keep
+    /// its writes; `done` gets the job and its outcome (also when its unit could not start).
+    pub(super) fn run_group<J>(
+        &self,
+        jobs: Vec<J>,
+        mut run: impl FnMut(&mut J, Unit) -> (Unit, bool),
+        mut done: impl FnMut(J, Result<(), StoreError>),
+    ) {
+        let mut told: Vec<(J, Told)> = Vec::with_capacity(jobs.len());
+        let mut held: Option<Token> = None;
+        for mut job in jobs {
+            let started = match held.take() {
+                Some(token) if token.batch.as_ref().is_some_and(|b| self.is_full(b)) => {
+                    // Commit what the batch holds (its units hear it below), then queue again.
+                    self.close(token);
+                    self.begin()
+                }
+                Some(token) => self.start(token),
+                None => self.begin(),
+            };
+            let unit = match started {
+                Ok(unit) => unit,
+                Err(e) => {
+                    told.push((job, Told::Now(Err(e))));
+                    continue;
+                }
+            };
+            let (unit, keep) = run(&mut job, unit);
+            let (token, fate) = self.settle(unit, if keep { End::Keep } else { End::Undo });
+            held = Some(token);
+            told.push((job, fate));
+        }
+        if let Some(token) = held {
+            self.finish(token);
+        }
+        for (job, fate) in told {
+            let outcome = match fate {
+                Told::Now(r) => r,
+                Told::After(outcome) => outcome.wait(),
+            };
+            done(job, outcome);
+        }
+    }
+
+    fn is_full(&self, batch: &Batch) -> bool {
+        batch.units >= MAX_UNITS || batch.opened.elapsed() >= self.max_age
+    }
+
+    /// Ends `unit` and keeps the token for the caller's next unit: what [`Lane::commit`] or
+    /// [`Lane::rollback`] does to the unit, without handing the batch over or closing it.
+    fn settle(&self, unit: Unit, how: End) -> (Token, Told) {
+        let Unit { mut token, outcome, saw_uncommitted } = unit;
+        let mut how = how;
+        let mut own_error = None;
+        if !token.conn.is_autocommit() {
+            let conn = &token.conn;
+            match how {
+                End::Keep if saw_uncommitted => {
+                    if let Err(e) = run(conn, "RELEASE unit") {
+                        // Undo it, and answer this unit's error.
+                        let _ = run(conn, "ROLLBACK TO unit").and_then(|()| run(conn, "RELEASE unit"));
+                        own_error = Some(map_err(e));
+                        how = End::Undo;
+                    }
+                }
+                End::Keep => {}
+                End::Undo if saw_uncommitted => {
+                    if let Err(e) = run(conn, "ROLLBACK TO unit").and_then(|()| run(conn, "RELEASE unit")) {
+                        tracing::warn!(error = %e, "rolling back to a unit's savepoint failed");
+                    }
+                }
+                End::Undo => {
+                    // The batch holds nothing but this unit's writes: roll it back; the next
+                    // unit opens a fresh one.
+                    if let Err(e) = run(conn, "ROLLBACK") {
+                        tracing::warn!(error = %e, "rollback failed");
+                    }
+                    token.batch = None;
+                    outcome.publish(Ok(()));
+                    return (token, Told::Now(Ok(())));
+                }
+            }
+        }
+        if token.conn.is_autocommit() {
+            // SQLite rolled the whole transaction back: every unit of the batch lost its writes.
+            token.batch = None;
+            let e = StoreError::Backend("the transaction was rolled back by the database".into());
+            outcome.publish(Err(e.clone()));
+            let fate = if how == End::Keep || saw_uncommitted { Err(e) } else { own_error.map_or(Ok(()), Err) };
+            return (token, Told::Now(fate));
+        }
+        if how == End::Keep {
+            token.batch.as_mut().expect("a unit runs inside a batch").kept += 1;
+        }
+        let fate = match own_error {
+            Some(e) => Told::Now(Err(e)),
+            None if how == End::Keep || saw_uncommitted => Told::After(outcome),
+            None => Told::Now(Ok(())),
+        };
+        (token, fate)
+    }
+
+    /// After a group: hands the open batch to a waiting writer, or closes it.
+    fn finish(&self, token: Token) {
+        let mut st = lock(&self.state);
+        if st.waiting > 0 && token.batch.as_ref().is_some_and(|b| !self.is_full(b)) {
+            st.token = Some(token);
+            drop(st);
+            self.free.notify_one();
+            return;
+        }
+        drop(st);
+        self.close(token);
+    }
+
+    /// Commits the token's batch (rolls it back if it kept nothing), tells its units, and gives
+    /// the token back.
+    fn close(&self, mut token: Token) {
+        if let Some(batch) = token.batch.take() {
+            let result = self.commit_batch(&token.conn, &batch);
+            batch.outcome.publish(result);
+        }
+        self.give_back(token);
+    }
+
+    fn commit_batch(&self, conn: &rusqlite::Connection, batch: &Batch) -> Result<(), StoreError> {
+        if batch.kept > 0 {
+            self.commits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.units_committed.fetch_add(batch.kept as u64, std::sync::atomic::Ordering::Relaxed);
+            run(conn, "COMMIT").map_err(|e| {
+                // A failed COMMIT leaves the transaction open: roll back before anyone else writes.
+                let _ = run(conn, "ROLLBACK");
+                tracing::error!(error = %e, units = batch.kept, "a grouped commit failed");
+                map_err(e)
+            })
+        } else {
+            // Nothing kept: no fsync needed.
+            run(conn, "ROLLBACK").map_err(map_err)
+        }
     }
 
     fn unit_of(&self, mut token: Token) -> Unit {
@@ -264,7 +426,7 @@ impl Lane {
             batch.kept += 1;
         }
         let mut st = lock(&self.state);
-        let full = batch.units >= MAX_UNITS || batch.opened.elapsed() >= self.max_age;
+        let full = self.is_full(batch);
         if st.waiting > 0 && !full {
             st.token = Some(token);
             drop(st);
@@ -273,19 +435,7 @@ impl Lane {
         }
         drop(st);
         let batch = token.batch.take().expect("a unit runs inside a batch");
-        let result = if batch.kept > 0 {
-            self.commits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            self.units_committed.fetch_add(batch.kept as u64, std::sync::atomic::Ordering::Relaxed);
-            run(&token.conn, "COMMIT").map_err(|e| {
-                // A failed COMMIT leaves the transaction open: roll back before anyone else writes.
-                let _ = run(&token.conn, "ROLLBACK");
-                tracing::error!(error = %e, units = batch.kept, "a grouped commit failed");
-                map_err(e)
-            })
-        } else {
-            // Nothing kept: no fsync needed.
-            run(&token.conn, "ROLLBACK").map_err(map_err)
-        };
+        let result = self.commit_batch(&token.conn, &batch);
         self.give_back(token);
         outcome.publish(result.clone());
         match how {
@@ -453,6 +603,97 @@ mod tests {
         let (commits, units) = lane.commits();
         assert_eq!(units, 800);
         assert!(commits <= 800);
+    }
+
+    /// Runs `sqls` as one group on this thread; per unit, whether its SQL ran and its outcome.
+    fn run_group(lane: &Lane, sqls: &[&str]) -> Vec<(bool, Result<(), StoreError>)> {
+        let mut out: Vec<Option<(bool, Result<(), StoreError>)>> = vec![None; sqls.len()];
+        lane.run_group(
+            (0..sqls.len()).map(|i| (i, false)).collect(),
+            |(i, ran), unit| {
+                *ran = unit.conn().execute_batch(sqls[*i]).is_ok();
+                let keep = *ran;
+                (unit, keep)
+            },
+            |(i, ran), outcome| out[i] = Some((ran, outcome)),
+        );
+        out.into_iter().map(|o| o.expect("every unit is told")).collect()
+    }
+
+    #[test]
+    fn a_group_run_by_one_thread_shares_one_commit_and_a_failing_unit_fails_alone() {
+        let (_dir, lane) = lane();
+        let out = run_group(
+            &lane,
+            &[
+                "INSERT INTO parent VALUES (1)",
+                "INSERT INTO parent VALUES (2)",
+                "INSERT INTO parent VALUES (1)", // a duplicate: undone alone
+                "INSERT INTO child VALUES (1, 1)",
+            ],
+        );
+        assert_eq!(out, vec![(true, Ok(())), (true, Ok(())), (false, Ok(())), (true, Ok(()))]);
+        assert_eq!(lane.commits(), (1, 3), "three units kept, one COMMIT");
+        assert_eq!((count(&lane, "parent"), count(&lane, "child")), (2, 1));
+    }
+
+    #[test]
+    fn a_failed_commit_reaches_every_unit_of_a_group_that_kept_or_saw_writes() {
+        let (_dir, lane) = lane();
+        let out = run_group(
+            &lane,
+            &[
+                "INSERT INTO parent VALUES (1)",
+                "INSERT INTO child VALUES (1, 99)", // checked by COMMIT only: it fails
+                "INSERT INTO parent VALUES (1)",    // undone after seeing the batch's writes
+            ],
+        );
+        assert!(out[0].1.is_err() && out[1].1.is_err(), "{out:?}");
+        assert!(!out[2].0, "{out:?}");
+        assert!(out[2].1.is_err(), "its refusal rests on writes that never became durable: {out:?}");
+        assert_eq!((count(&lane, "parent"), count(&lane, "child")), (0, 0));
+        // The lane goes on, and a unit alone that undoes hears nothing of others.
+        assert_eq!(run_group(&lane, &["INSERT INTO nowhere VALUES (1)"]), vec![(false, Ok(()))]);
+        write(&lane, "INSERT INTO parent VALUES (5)").unwrap();
+        assert_eq!(count(&lane, "parent"), 1);
+    }
+
+    #[test]
+    fn a_group_longer_than_a_batch_commits_in_as_many_batches_as_it_needs() {
+        let (_dir, lane) = lane();
+        let sqls: Vec<String> = (0..MAX_UNITS + 6).map(|i| format!("INSERT INTO parent VALUES ({i})")).collect();
+        let sqls: Vec<&str> = sqls.iter().map(String::as_str).collect();
+        let out = run_group(&lane, &sqls);
+        assert!(out.iter().all(|o| *o == (true, Ok(()))), "{out:?}");
+        assert_eq!(lane.commits(), (2, (MAX_UNITS + 6) as u64));
+        assert_eq!(count(&lane, "parent"), (MAX_UNITS + 6) as i64);
+    }
+
+    #[test]
+    fn a_group_hands_its_open_batch_to_a_writer_waiting_and_hears_that_batch_s_commit() {
+        let (_dir, lane) = lane();
+        let other = {
+            let first = lane.begin().unwrap();
+            first.conn().execute_batch("INSERT INTO parent VALUES (1)").unwrap();
+            // A writer of another thread queues behind this unit...
+            let waiting = {
+                let lane = Arc::clone(&lane);
+                std::thread::spawn(move || write(&lane, "INSERT INTO child VALUES (1, 1)"))
+            };
+            while lane.waiting() < 1 {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            // ...and this one's units were the group, already holding the lane: end them so.
+            let (token, fate) = lane.settle(first, End::Keep);
+            lane.finish(token);
+            let Told::After(outcome) = fate else { panic!("a kept unit hears its batch's commit") };
+            (waiting, outcome)
+        };
+        let (waiting, outcome) = other;
+        assert_eq!(waiting.join().unwrap(), Ok(()));
+        assert_eq!(outcome.wait(), Ok(()));
+        assert_eq!(lane.commits(), (1, 2), "the waiting writer's unit joined the group's batch");
+        assert_eq!((count(&lane, "parent"), count(&lane, "child")), (1, 1));
     }
 
     #[test]
