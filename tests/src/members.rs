@@ -424,6 +424,11 @@ fn one_idempotency_key_executes_once_among_twenty_concurrent_requests() {
     let replayed = send("k-2", &json!({ "email": "once@example.net" }).to_string());
     assert_eq!((replayed.status, replayed.header("idempotent-replay")), (409, Some("true")));
     send("", &body).expect_error(422, "validation_failed");
+    // So is a body that does not parse: refused before any write, stored as the key's answer.
+    let bad = json!({ "email": "not an address" }).to_string();
+    send("k-4", &bad).expect_error(422, "validation_failed");
+    let replayed = send("k-4", &bad);
+    assert_eq!((replayed.status, replayed.header("idempotent-replay")), (422, Some("true")));
 
     let session = login(&app, "admin@example.org");
     let r = app.client.request(

@@ -62,13 +62,35 @@ where
     let p = p.clone();
     let ran = run_blocking(move || match parse() {
         Ok(input) => run(&app, &p, key.as_ref(), input),
-        Err(e) => {
-            let refused = MailingError::Request { code: e.code, message: e.message };
-            Ok(idempotency::refuse_input(&app, key.as_ref(), refused)?.map(|never| match never {}))
-        }
+        Err(e) => refuse(&app, key.as_ref(), e),
     })
     .await?;
     Ok(render(ran))
+}
+
+/// A request refused before its operation ran (it did not parse), answered through the
+/// Idempotency-Key registry as [`keyed`] answers one: under a key, the refusal is its answer.
+pub(super) async fn refused(
+    state: &AppState,
+    p: &Principal,
+    headers: &HeaderMap,
+    method: &str,
+    path: &str,
+    body: &[u8],
+    e: ApiError,
+) -> Result<Response, ApiError> {
+    let key = request_key(p, headers, method, path, body)?;
+    let app = state.mailing.clone();
+    Ok(render(run_blocking(move || refuse(&app, key.as_ref(), e)).await?))
+}
+
+fn refuse(
+    app: &mailing::Service,
+    key: Option<&IdempotentRequest>,
+    e: ApiError,
+) -> Result<Keyed<(u16, Value)>, ApiError> {
+    let refused = MailingError::Request { code: e.code, message: e.message };
+    Ok(idempotency::refuse_input(app, key, refused)?.map(|never| match never {}))
 }
 
 /// The request's Idempotency-Key, checked, with the fingerprint of what it asks.

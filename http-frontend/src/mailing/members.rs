@@ -1,6 +1,6 @@
 //! A list's members: listing, one member, adding one (Idempotency-Key honoured).
 
-use super::idempotency::{keyed, read_json_body, render, request_key};
+use super::idempotency::{read_json_body, refused, render, request_key};
 use super::{invalid, names};
 use crate::AppState;
 use crate::auth::{Auth, Ctx};
@@ -114,16 +114,9 @@ pub(super) async fn add_member(
 ) -> Result<Response, ApiError> {
     let bytes = read_json_body(&headers, body, &state).await?;
     let path = format!("/api/v1/domains/{domain}/lists/{list}/members");
-    let parsed = names(&domain, &list).and_then(|n| Ok((n, member_request(&bytes, ctx.source.clone())?)));
-    let Ok(((d, l), req)) = parsed else {
-        // Refused through the Idempotency-Key registry (under a key, the refusal is its answer).
-        let source = ctx.source.clone();
-        let input = bytes.clone();
-        let parse = move || Ok((names(&domain, &list)?, member_request(&input, source)?));
-        return keyed(&state, &p, &headers, "POST", &path, &bytes, parse, move |app, p, key, ((d, l), req)| {
-            Ok(members::add(app, p, &ctx, key, &d, &l, req)?.map(|o| (o.status(), o.view())))
-        })
-        .await;
+    let ((d, l), req) = match names(&domain, &list).and_then(|n| Ok((n, member_request(&bytes, ctx.source.clone())?))) {
+        Ok(parsed) => parsed,
+        Err(e) => return refused(&state, &p, &headers, "POST", &path, &bytes, e).await,
     };
     let key = request_key(&p, &headers, "POST", &path, &bytes)?;
     // The write runs on the store's writer thread, answered from there after its group's commit.
