@@ -47,7 +47,7 @@ pub async fn handle(mut router: axum::Router, max_body: usize, req: http::Reques
     // The server's own time, from the request's head to the answer's (every body but a streamed
     // export is built by then): a client, or a benchmark, can tell it from the wait for a CPU or
     // the network (W3C Server Timing; appended, after a route's own stages).
-    if let Ok(value) = HeaderValue::from_str(&format!("app;dur={elapsed_ms:.3}")) {
+    if let Ok(value) = HeaderValue::try_from(format!("app;dur={elapsed_ms:.3}")) {
         resp.headers_mut().append("server-timing", value);
     }
     match resp.extensions().get::<ErrorCode>() {
