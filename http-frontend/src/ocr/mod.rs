@@ -109,7 +109,7 @@ pub static ROUTES: &[Route] = &[
         |m| on(m, documents::post_ocrs).layer(DefaultBodyLimit::max(UPLOAD_BODY_LIMIT))),
     ocr_route!(GET "/api/ocrs", "getOcrs", "A submitted document, or with action=jpegDownload its page as JPEG", DOCS,
         Access::Authenticated, params: &[], query: GET_OCRS_QUERY, request: None, success: PROCESSING,
-        limit: JSON_BODY_LIMIT, errors: &[404, 503], |m| on(m, documents::get_ocrs)),
+        limit: JSON_BODY_LIMIT, errors: &[404, 422, 503], |m| on(m, documents::get_ocrs)),
     ocr_route!(POST "/api/ping", "ping", "Readiness and token check; the caller's profile (answers during maintenance)", ENDPOINTS,
         Access::Authenticated, params: &[], query: &[], request: None, success: PING,
         limit: JSON_BODY_LIMIT, errors: &[], |m| on(m, account::ping)),
