@@ -82,6 +82,20 @@ impl Api {
         Ok((status, text, server))
     }
 
+    /// A request to a URI parsed once (a client sending the same request many times): status
+    /// and body text.
+    pub fn post_to(&self, uri: &ureq::http::Uri, content_type: &str, body: &[u8]) -> Result<(u16, String), String> {
+        let req = ureq::http::Request::post(uri.clone())
+            .header("authorization", &self.auth)
+            .header("content-type", content_type)
+            .body(body)
+            .map_err(|e| e.to_string())?;
+        let mut resp = self.agent.run(req).map_err(|e| format!("POST {uri}: {e}"))?;
+        let status = resp.status().as_u16();
+        let text = resp.body_mut().read_to_string().map_err(|e| format!("POST {uri}: cannot read the answer: {e}"))?;
+        Ok((status, text))
+    }
+
     pub fn get(&self, path: &str) -> Result<(u16, String), String> {
         self.send("GET", path, "", &[], &[])
     }
