@@ -658,7 +658,7 @@ mod tests {
         assert_eq!(got.iter().filter(|(_, out)| *out == Err(StoreError::Duplicate)).count(), 4, "{got:?}");
         assert_eq!(
             ["kept", "refused-after-writing", "wrote-then-refused", "wrote-then-refused-nested", "nested-kept"]
-                .map(|n| found(n)),
+                .map(found),
             [1, 0, 1, 0, 1]
         );
     }
