@@ -26,9 +26,9 @@
 
 use courrier_benches::mailman;
 use courrier_benches::{
-    Api, BENCH_EMAIL, Backend, HEALTH_PATH, Headline, Server, Store, check_status, create_api_key, create_bench_user,
-    fmt_latency, free_port, harness_main, json, loadavg, median, percent_encode, percentile, positive, serve_command,
-    sibling, utc,
+    Api, BENCH_EMAIL, Backend, HEALTH_PATH, Headline, RawPost, Server, Store, check_status, create_api_key,
+    create_bench_user, fmt_latency, free_port, harness_main, json, loadavg, median, percent_encode, percentile,
+    positive, serve_command, sibling, utc,
 };
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -66,8 +66,9 @@ const USAGE: &str = "usage: bench-members [--scenario import|list|add|all (defau
 [--sqlite3 PATH] [--mailman-url URL (default http://127.0.0.1:8001)] [--mailman-auth USER:PASS] [--no-mailman] \
 [--rounds N] [--import-rows N] [--list-members N] [--side-rows N] [--queries N] [--list-limit N] [--add-members N] \
 [--stage-requests N] [--roster N] [--scratch DIR] [--csv-out FILE] [--backend sqlite (default)|postgres|both] \
-[--postgres ADMIN_URL (default: a scratch server)] [--tree-client (adds built as before the fifth pass: a JSON tree and \
-a URL formatted per request)]";
+[--postgres ADMIN_URL (default: a scratch server)] [--add-client raw (default)|ureq|tree (the add load's client: \
+one raw keep-alive connection as wrk's; ureq with the body in a kept buffer; ureq with a JSON tree and a URL formatted per \
+request, as before the fifth pass)]";
 
 fn main() -> ExitCode {
     harness_main("bench-members", USAGE, Options::parse, run)
@@ -127,9 +128,8 @@ struct Options {
     backends: Vec<Backend>,
     /// The PostgreSQL server's admin URL; None: a scratch server.
     postgres: Option<String>,
-    /// The add load's clients build each request as before the fifth pass (a `json!` tree, the
-    /// URL formatted and parsed per request), to compare the clients' CPU.
-    tree_client: bool,
+    /// The add load's client ([`AddClient`]).
+    add_client: AddClient,
 }
 
 impl Options {
@@ -143,7 +143,7 @@ impl Options {
         let mut num: BTreeMap<&'static str, u64> = BTreeMap::new();
         let (mut scratch, mut csv_out) = (None, None);
         let (mut backends, mut postgres) = (vec![Backend::Sqlite], None);
-        let mut tree_client = false;
+        let mut add_client = AddClient::Raw;
         const NUMERIC: [&str; 10] = [
             "--rounds",
             "--import-rows",
@@ -170,7 +170,14 @@ impl Options {
                 "--csv-out" => csv_out = Some(PathBuf::from(value()?)),
                 "--backend" => backends = Backend::parse_list(&value()?)?,
                 "--postgres" => postgres = Some(value()?),
-                "--tree-client" => tree_client = true,
+                "--add-client" => {
+                    add_client = match value()?.as_str() {
+                        "raw" => AddClient::Raw,
+                        "ureq" => AddClient::Ureq,
+                        "tree" => AddClient::Tree,
+                        other => return Err(format!("--add-client {other:?}: raw, ureq or tree")),
+                    }
+                }
                 "-h" | "--help" => return Ok(None),
                 other => match NUMERIC.iter().find(|n| **n == other && **n != "--unused") {
                     Some(name) => {
@@ -212,7 +219,7 @@ impl Options {
             csv_out,
             backends,
             postgres,
-            tree_client,
+            add_client,
         };
         if opts.list_limit > 500 {
             return Err("--list-limit must be at most 500 (the API's maximum)".into());
@@ -1471,40 +1478,70 @@ fn courrier_add(api: &Api, list: &str, i: u64) -> Result<(), String> {
     Ok(())
 }
 
-/// A client adding members as an ordinary efficient client would: the request's URI parsed once,
-/// the body written into a buffer it keeps (no JSON tree, no URL formatted per request). The same
-/// request as [`courrier_add`].
+/// The add load's client. The same request each way ([`courrier_add`]'s).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AddClient {
+    /// One raw keep-alive HTTP/1.1 connection ([`RawPost`]), as `wrk` or any efficient client:
+    /// on 2 cores, ureq's own CPU per request (about 50 µs) was a third of the server's.
+    Raw,
+    /// ureq, the URI parsed once and the body written into a kept buffer.
+    Ureq,
+    /// ureq with a `json!` tree and the URL formatted per request (before the fifth pass).
+    Tree,
+}
+
+/// A client adding members: its connection and the buffers it keeps.
 struct Adder {
     api: Api,
-    /// Send as [`courrier_add`] does, to this list.
-    tree: Option<String>,
+    how: AddClient,
+    list: String,
     uri: ureq::http::Uri,
+    raw: Option<std::cell::RefCell<RawPost>>,
     row: std::cell::RefCell<String>,
     body: std::cell::RefCell<String>,
 }
 
 impl Courrier {
-    fn adder(&self, key: usize, list: &str, tree: bool) -> Adder {
+    fn adder(&self, key: usize, list: &str, how: AddClient) -> Result<Adder, String> {
         let api = self.api(key);
-        let uri = format!("{}{}", api.base, Self::members_path(list)).parse().expect("a valid URI");
-        Adder {
+        let path = Self::members_path(list);
+        let uri = format!("{}{path}", api.base).parse().map_err(|e| format!("{path}: {e}"))?;
+        let raw = match how {
+            AddClient::Raw => Some(std::cell::RefCell::new(RawPost::connect(
+                &self.base,
+                &path,
+                &self.keys[key % self.keys.len()],
+                "application/json",
+            )?)),
+            AddClient::Ureq | AddClient::Tree => None,
+        };
+        Ok(Adder {
             api,
-            tree: tree.then(|| list.to_owned()),
+            how,
+            list: list.to_owned(),
             uri,
+            raw,
             row: std::cell::RefCell::default(),
             body: std::cell::RefCell::default(),
-        }
+        })
     }
 }
 
 impl Adder {
     fn add(&self, i: u64) -> Result<(), String> {
-        if let Some(list) = &self.tree {
-            return courrier_add(&self.api, list, i);
+        if self.how == AddClient::Tree {
+            return courrier_add(&self.api, &self.list, i);
         }
         let (mut row, mut body) = (self.row.borrow_mut(), self.body.borrow_mut());
         write_add_body(i, &mut row, &mut body);
-        let (status, text) = self.api.post_to(&self.uri, "application/json", body.as_bytes())?;
+        let (status, text) = match &self.raw {
+            Some(raw) => {
+                let mut raw = raw.borrow_mut();
+                let (status, text) = raw.post(body.as_bytes())?;
+                (status, String::from_utf8_lossy(text).into_owned())
+            }
+            None => self.api.post_to(&self.uri, "application/json", body.as_bytes())?,
+        };
         check_status("POST members", status, &text, &[201])?;
         if i.is_multiple_of(64) {
             let v = json(&text)?;
@@ -1768,7 +1805,13 @@ fn add_scenario(opts: &Options, store: Store<'_>, scratch: &Path) -> Result<(Str
     if let Some(floor) = floor.as_mut() {
         floor.run(&floor_next, 300)?;
     }
-    add_load(4, 300, &courrier_next, |k| disk.adder(k, "bench", opts.tree_client), Adder::add)?;
+    add_load(
+        4,
+        300,
+        &courrier_next,
+        |k| disk.adder(k, "bench", opts.add_client),
+        |a, i| a.as_ref().map_err(Clone::clone)?.add(i),
+    )?;
     if let Some(floor) = floor.as_mut() {
         floor.steps = [0.0; 5];
         floor.rows = 0;
@@ -1787,8 +1830,13 @@ fn add_scenario(opts: &Options, store: Store<'_>, scratch: &Path) -> Result<(Str
                     f.push(floor.run(&floor_next, n)?);
                 }
                 let server = process_cpu(disk.server.pid());
-                let mut run =
-                    add_load(clients, n, &courrier_next, |k| disk.adder(k, "bench", opts.tree_client), Adder::add)?;
+                let mut run = add_load(
+                    clients,
+                    n,
+                    &courrier_next,
+                    |k| disk.adder(k, "bench", opts.add_client),
+                    |a, i| a.as_ref().map_err(Clone::clone)?.add(i),
+                )?;
                 run.server_cpu = process_cpu(disk.server.pid()) - server;
                 c.push(run);
                 done += n;
