@@ -82,6 +82,20 @@ impl Api {
         Ok((status, text, server))
     }
 
+    /// A request to a URI parsed once (a client sending the same request many times): status
+    /// and body text.
+    pub fn post_to(&self, uri: &ureq::http::Uri, content_type: &str, body: &[u8]) -> Result<(u16, String), String> {
+        let req = ureq::http::Request::post(uri.clone())
+            .header("authorization", &self.auth)
+            .header("content-type", content_type)
+            .body(body)
+            .map_err(|e| e.to_string())?;
+        let mut resp = self.agent.run(req).map_err(|e| format!("POST {uri}: {e}"))?;
+        let status = resp.status().as_u16();
+        let text = resp.body_mut().read_to_string().map_err(|e| format!("POST {uri}: cannot read the answer: {e}"))?;
+        Ok((status, text))
+    }
+
     pub fn get(&self, path: &str) -> Result<(u16, String), String> {
         self.send("GET", path, "", &[], &[])
     }
@@ -105,6 +119,75 @@ impl Api {
     /// An `application/x-www-form-urlencoded` request (Mailman's REST API).
     pub fn form(&self, method: &str, path: &str, fields: &[(&str, &str)]) -> Result<(u16, String), String> {
         self.send(method, path, "application/x-www-form-urlencoded", form_encode(fields).as_bytes(), &[])
+    }
+}
+
+/// One keep-alive HTTP/1.1 connection sending the same `POST` with different bodies, one request
+/// at a time, answers framed by `Content-Length` (as `wrk` does): for loads where the client's
+/// own CPU counts, on a machine it shares with the server.
+pub struct RawPost {
+    stream: std::net::TcpStream,
+    /// The request head up to `Content-Length: `.
+    head: Vec<u8>,
+    out: Vec<u8>,
+    buf: Vec<u8>,
+}
+
+impl RawPost {
+    /// To `base` (`http://host:port`) and `path`, with `Authorization: Bearer key`.
+    pub fn connect(base: &str, path: &str, key: &str, content_type: &str) -> Result<Self, String> {
+        let host = base.strip_prefix("http://").ok_or_else(|| format!("{base}: only http:// is spoken here"))?;
+        let stream = std::net::TcpStream::connect(host).map_err(|e| format!("connect {host}: {e}"))?;
+        stream.set_nodelay(true).map_err(|e| e.to_string())?;
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {key}\r\nContent-Type: {content_type}\r\n\
+             Content-Length: "
+        )
+        .into_bytes();
+        Ok(Self { stream, head, out: Vec::new(), buf: Vec::with_capacity(4096) })
+    }
+
+    /// Sends `body`; the answer's status and body.
+    pub fn post(&mut self, body: &[u8]) -> Result<(u16, &[u8]), String> {
+        use std::io::{Read, Write};
+        self.out.clear();
+        self.out.extend_from_slice(&self.head);
+        let _ = write!(self.out, "{}\r\n\r\n", body.len());
+        self.out.extend_from_slice(body);
+        self.stream.write_all(&self.out).map_err(|e| format!("send: {e}"))?;
+        self.buf.clear();
+        let mut chunk = [0u8; 4096];
+        let (head_end, len) = loop {
+            if let Some(end) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = std::str::from_utf8(&self.buf[..end]).map_err(|_| "an answer head not UTF-8".to_owned())?;
+                let len = head
+                    .lines()
+                    .find_map(|l| {
+                        let (k, v) = l.split_once(':')?;
+                        k.eq_ignore_ascii_case("content-length").then(|| v.trim().parse::<usize>().ok())?
+                    })
+                    .ok_or_else(|| format!("an answer without Content-Length: {head}"))?;
+                break (end + 4, len);
+            }
+            let n = self.stream.read(&mut chunk).map_err(|e| format!("receive: {e}"))?;
+            if n == 0 {
+                return Err("the server closed the connection".into());
+            }
+            self.buf.extend_from_slice(&chunk[..n]);
+        };
+        while self.buf.len() < head_end + len {
+            let n = self.stream.read(&mut chunk).map_err(|e| format!("receive: {e}"))?;
+            if n == 0 {
+                return Err("the server closed the connection mid-answer".into());
+            }
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+        let status = self
+            .buf
+            .get(9..12)
+            .and_then(|s| std::str::from_utf8(s).ok()?.parse().ok())
+            .ok_or_else(|| "an answer without a status line".to_owned())?;
+        Ok((status, &self.buf[head_end..head_end + len]))
     }
 }
 

@@ -12,7 +12,7 @@ pub mod pdf;
 pub mod server;
 pub mod tls;
 
-pub use api::{Api, base64, form_encode, percent_encode};
+pub use api::{Api, RawPost, base64, form_encode, percent_encode};
 pub use backend::{Backend, Headline, Postgres, Store};
 pub use server::{HEALTH_PATH, Server};
 

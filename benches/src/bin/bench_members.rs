@@ -26,9 +26,9 @@
 
 use courrier_benches::mailman;
 use courrier_benches::{
-    Api, BENCH_EMAIL, Backend, HEALTH_PATH, Headline, Server, Store, check_status, create_api_key, create_bench_user,
-    fmt_latency, free_port, harness_main, json, loadavg, median, percent_encode, percentile, positive, serve_command,
-    sibling, utc,
+    Api, BENCH_EMAIL, Backend, HEALTH_PATH, Headline, RawPost, Server, Store, check_status, create_api_key,
+    create_bench_user, fmt_latency, free_port, harness_main, json, loadavg, median, percent_encode, percentile,
+    positive, serve_command, sibling, utc,
 };
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -66,7 +66,9 @@ const USAGE: &str = "usage: bench-members [--scenario import|list|add|all (defau
 [--sqlite3 PATH] [--mailman-url URL (default http://127.0.0.1:8001)] [--mailman-auth USER:PASS] [--no-mailman] \
 [--rounds N] [--import-rows N] [--list-members N] [--side-rows N] [--queries N] [--list-limit N] [--add-members N] \
 [--stage-requests N] [--roster N] [--scratch DIR] [--csv-out FILE] [--backend sqlite (default)|postgres|both] \
-[--postgres ADMIN_URL (default: a scratch server)]";
+[--postgres ADMIN_URL (default: a scratch server)] [--add-client raw (default)|ureq|tree (the add load's client: \
+one raw keep-alive connection as wrk's; ureq with the body in a kept buffer; ureq with a JSON tree and a URL formatted per \
+request, as before the fifth pass)]";
 
 fn main() -> ExitCode {
     harness_main("bench-members", USAGE, Options::parse, run)
@@ -126,6 +128,8 @@ struct Options {
     backends: Vec<Backend>,
     /// The PostgreSQL server's admin URL; None: a scratch server.
     postgres: Option<String>,
+    /// The add load's client ([`AddClient`]).
+    add_client: AddClient,
 }
 
 impl Options {
@@ -139,6 +143,7 @@ impl Options {
         let mut num: BTreeMap<&'static str, u64> = BTreeMap::new();
         let (mut scratch, mut csv_out) = (None, None);
         let (mut backends, mut postgres) = (vec![Backend::Sqlite], None);
+        let mut add_client = AddClient::Raw;
         const NUMERIC: [&str; 10] = [
             "--rounds",
             "--import-rows",
@@ -165,6 +170,14 @@ impl Options {
                 "--csv-out" => csv_out = Some(PathBuf::from(value()?)),
                 "--backend" => backends = Backend::parse_list(&value()?)?,
                 "--postgres" => postgres = Some(value()?),
+                "--add-client" => {
+                    add_client = match value()?.as_str() {
+                        "raw" => AddClient::Raw,
+                        "ureq" => AddClient::Ureq,
+                        "tree" => AddClient::Tree,
+                        other => return Err(format!("--add-client {other:?}: raw, ureq or tree")),
+                    }
+                }
                 "-h" | "--help" => return Ok(None),
                 other => match NUMERIC.iter().find(|n| **n == other && **n != "--unused") {
                     Some(name) => {
@@ -206,6 +219,7 @@ impl Options {
             csv_out,
             backends,
             postgres,
+            add_client,
         };
         if opts.list_limit > 500 {
             return Err("--list-limit must be at most 500 (the API's maximum)".into());
@@ -1329,6 +1343,10 @@ struct AddResult {
     secs: f64,
     p50: f64,
     p99: f64,
+    /// CPU seconds the client threads spent (their own `schedstat`), and the server process's
+    /// (`/proc/PID/stat`, 10 ms ticks; 0 when not measured).
+    client_cpu: f64,
+    server_cpu: f64,
 }
 
 impl AddResult {
@@ -1344,8 +1362,36 @@ impl AddResult {
             secs: runs.iter().map(|r| r.secs).sum(),
             p50: median(runs.iter().map(|r| r.p50).collect()),
             p99: median(runs.iter().map(|r| r.p99).collect()),
+            client_cpu: runs.iter().map(|r| r.client_cpu).sum(),
+            server_cpu: runs.iter().map(|r| r.server_cpu).sum(),
         }
     }
+
+    /// Microseconds of client and server CPU per member.
+    fn cpu_per_add(&self) -> (f64, f64) {
+        let n = self.members.max(1) as f64;
+        (self.client_cpu * 1e6 / n, self.server_cpu * 1e6 / n)
+    }
+}
+
+/// CPU seconds the calling thread has run (`/proc/thread-self/schedstat`, nanoseconds).
+fn thread_cpu() -> f64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .map_or(0.0, |ns| ns as f64 / 1e9)
+}
+
+/// CPU seconds process `pid` has run, all its threads (user + system ticks of `/proc/PID/stat`).
+fn process_cpu(pid: Option<u32>) -> f64 {
+    let Some(stat) = pid.and_then(|pid| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()) else {
+        return 0.0;
+    };
+    // Fields after the command's closing parenthesis: state is field 3, utime 14, stime 15.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i - 3).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    (ticks(14) + ticks(15)) as f64 / 100.0
 }
 
 /// Adds `n` members with `clients` threads, each with its own connection(s) and key; member
@@ -1361,13 +1407,16 @@ fn add_load<C: Send>(
     let barrier = Barrier::new(clients + 1);
     let latencies = Mutex::new(Vec::with_capacity(usize::try_from(n).unwrap_or(0)));
     let error = Mutex::new(None);
+    let client_cpu = Mutex::new(0.0);
     let elapsed = std::thread::scope(|s| {
         for c in 0..clients {
-            let (barrier, latencies, error, make, add) = (&barrier, &latencies, &error, &make, &add);
+            let (barrier, latencies, error, make, add, client_cpu) =
+                (&barrier, &latencies, &error, &make, &add, &client_cpu);
             s.spawn(move || {
                 let client = make(c);
                 let mut mine = Vec::new();
                 barrier.wait();
+                let cpu = thread_cpu();
                 loop {
                     let i = next.fetch_add(1, Ordering::SeqCst);
                     if i >= end {
@@ -1381,6 +1430,7 @@ fn add_load<C: Send>(
                     }
                     mine.push(t.elapsed().as_secs_f64());
                 }
+                *client_cpu.lock().expect("not poisoned") += thread_cpu() - cpu;
                 latencies.lock().expect("not poisoned").extend(mine);
             });
         }
@@ -1393,7 +1443,14 @@ fn add_load<C: Send>(
         return Err(e);
     }
     let lat = latencies.into_inner().expect("not poisoned");
-    Ok(AddResult { members: lat.len() as u64, secs, p50: percentile(&lat, 0.5), p99: percentile(&lat, 0.99) })
+    Ok(AddResult {
+        members: lat.len() as u64,
+        secs,
+        p50: percentile(&lat, 0.5),
+        p99: percentile(&lat, 0.99),
+        client_cpu: client_cpu.into_inner().expect("not poisoned"),
+        server_cpu: 0.0,
+    })
 }
 
 /// Row `i`'s address, name and delivery mode, as an add sends them.
@@ -1419,6 +1476,114 @@ fn courrier_add(api: &Api, list: &str, i: u64) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The add load's client. The same request each way ([`courrier_add`]'s).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AddClient {
+    /// One raw keep-alive HTTP/1.1 connection ([`RawPost`]), as `wrk` or any efficient client:
+    /// on 2 cores, ureq's own CPU per request (about 50 µs) was a third of the server's.
+    Raw,
+    /// ureq, the URI parsed once and the body written into a kept buffer.
+    Ureq,
+    /// ureq with a `json!` tree and the URL formatted per request (before the fifth pass).
+    Tree,
+}
+
+/// A client adding members: its connection and the buffers it keeps.
+struct Adder {
+    api: Api,
+    how: AddClient,
+    list: String,
+    uri: ureq::http::Uri,
+    raw: Option<std::cell::RefCell<RawPost>>,
+    row: std::cell::RefCell<String>,
+    body: std::cell::RefCell<String>,
+}
+
+impl Courrier {
+    fn adder(&self, key: usize, list: &str, how: AddClient) -> Result<Adder, String> {
+        let api = self.api(key);
+        let path = Self::members_path(list);
+        let uri = format!("{}{path}", api.base).parse().map_err(|e| format!("{path}: {e}"))?;
+        let raw = match how {
+            AddClient::Raw => Some(std::cell::RefCell::new(RawPost::connect(
+                &self.base,
+                &path,
+                &self.keys[key % self.keys.len()],
+                "application/json",
+            )?)),
+            AddClient::Ureq | AddClient::Tree => None,
+        };
+        Ok(Adder {
+            api,
+            how,
+            list: list.to_owned(),
+            uri,
+            raw,
+            row: std::cell::RefCell::default(),
+            body: std::cell::RefCell::default(),
+        })
+    }
+}
+
+impl Adder {
+    fn add(&self, i: u64) -> Result<(), String> {
+        if self.how == AddClient::Tree {
+            return courrier_add(&self.api, &self.list, i);
+        }
+        let (mut row, mut body) = (self.row.borrow_mut(), self.body.borrow_mut());
+        write_add_body(i, &mut row, &mut body);
+        let (status, text) = match &self.raw {
+            Some(raw) => {
+                let mut raw = raw.borrow_mut();
+                let (status, text) = raw.post(body.as_bytes())?;
+                (status, String::from_utf8_lossy(text).into_owned())
+            }
+            None => self.api.post_to(&self.uri, "application/json", body.as_bytes())?,
+        };
+        check_status("POST members", status, &text, &[201])?;
+        if i.is_multiple_of(64) {
+            let v = json(&text)?;
+            if v["data"]["status"] != "active" || !v["data"]["member_id"].is_u64() {
+                return Err(format!("POST members answered {text}"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Row `i`'s add as a JSON body (what [`courrier_add`] sends), written into `body` through `row`.
+fn write_add_body(i: u64, row: &mut String, body: &mut String) {
+    row.clear();
+    csv_row(i, row);
+    let mut cells = row.trim_end().split(',');
+    let (email, name, mode) = (cells.next().unwrap_or(""), cells.next().unwrap_or(""), cells.next().unwrap_or(""));
+    let mode = if mode.is_empty() { "regular" } else { mode };
+    body.clear();
+    body.push_str("{\"email\":");
+    json_string(email, body);
+    body.push_str(",\"name\":");
+    json_string(name, body);
+    body.push_str(",\"delivery_mode\":");
+    json_string(mode, body);
+    body.push('}');
+}
+
+/// Appends `s` as a JSON string.
+fn json_string(s: &str, out: &mut String) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if u32::from(c) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
 }
 
 /// The same-writes floor of an add: one rusqlite connection (courrier's SQLite, its writer's
@@ -1511,7 +1676,14 @@ impl AddFloor {
             self.add(i, &mut lat).map_err(|e| format!("floor add: {e}"))?;
         }
         let secs = t.elapsed().as_secs_f64();
-        Ok(AddResult { members: n, secs, p50: percentile(&lat, 0.5), p99: percentile(&lat, 0.99) })
+        Ok(AddResult {
+            members: n,
+            secs,
+            p50: percentile(&lat, 0.5),
+            p99: percentile(&lat, 0.99),
+            client_cpu: 0.0,
+            server_cpu: 0.0,
+        })
     }
 }
 
@@ -1633,7 +1805,13 @@ fn add_scenario(opts: &Options, store: Store<'_>, scratch: &Path) -> Result<(Str
     if let Some(floor) = floor.as_mut() {
         floor.run(&floor_next, 300)?;
     }
-    add_load(4, 300, &courrier_next, |k| disk.api(k), |api, i| courrier_add(api, "bench", i))?;
+    add_load(
+        4,
+        300,
+        &courrier_next,
+        |k| disk.adder(k, "bench", opts.add_client),
+        |a, i| a.as_ref().map_err(Clone::clone)?.add(i),
+    )?;
     if let Some(floor) = floor.as_mut() {
         floor.steps = [0.0; 5];
         floor.rows = 0;
@@ -1651,12 +1829,23 @@ fn add_scenario(opts: &Options, store: Store<'_>, scratch: &Path) -> Result<(Str
                 if let Some(floor) = floor.as_mut() {
                     f.push(floor.run(&floor_next, n)?);
                 }
-                c.push(add_load(clients, n, &courrier_next, |k| disk.api(k), |api, i| courrier_add(api, "bench", i))?);
+                let server = process_cpu(disk.server.pid());
+                let mut run = add_load(
+                    clients,
+                    n,
+                    &courrier_next,
+                    |k| disk.adder(k, "bench", opts.add_client),
+                    |a, i| a.as_ref().map_err(Clone::clone)?.add(i),
+                )?;
+                run.server_cpu = process_cpu(disk.server.pid()) - server;
+                c.push(run);
                 done += n;
             }
             let (f, c) = (AddResult::sum(&f), AddResult::sum(&c));
+            let (client_cpu, server_cpu) = c.cpu_per_add();
             eprintln!(
-                "add round {round}/{}, {clients} client(s): floor {:.0}/s, courrier {:.0}/s (p50 {}, p99 {}): {:.2}x",
+                "add round {round}/{}, {clients} client(s): floor {:.0}/s, courrier {:.0}/s (p50 {}, p99 {}): {:.2}x; \
+                 CPU per add: client {client_cpu:.0} µs, server {server_cpu:.0} µs",
                 opts.rounds,
                 f.rate(),
                 c.rate(),
@@ -1760,16 +1949,18 @@ fn add_scenario(opts: &Options, store: Store<'_>, scratch: &Path) -> Result<(Str
     let _ = writeln!(out);
     let _ = writeln!(
         out,
-        "| clients | round | load average | floor members/s | courrier members/s (p50, p99) | **ratio** | target |"
+        "| clients | round | load average | floor members/s | courrier members/s (p50, p99) | **ratio** | \
+         CPU µs per add: client, server | target |"
     );
-    let _ = writeln!(out, "|---|---|---|---:|---:|---:|---|");
+    let _ = writeln!(out, "|---|---|---|---:|---:|---:|---:|---|");
     let mut verdicts = Vec::new();
     let mut figures = Vec::new();
     for (ci, &clients) in ADD_CLIENTS.iter().enumerate() {
         for (r, (f, c, load)) in results[ci].iter().enumerate() {
+            let (client_cpu, server_cpu) = c.cpu_per_add();
             let _ = writeln!(
                 out,
-                "| {clients} | {} | {load} | {:.0} | {:.0} ({}, {}) | {:.2} | |",
+                "| {clients} | {} | {load} | {:.0} | {:.0} ({}, {}) | {:.2} | {client_cpu:.0}, {server_cpu:.0} | |",
                 r + 1,
                 Na(f.rate()),
                 c.rate(),
@@ -1794,7 +1985,7 @@ fn add_scenario(opts: &Options, store: Store<'_>, scratch: &Path) -> Result<(Str
         }
         let _ = writeln!(
             out,
-            "| **{clients}** | **median** | | **{:.0}** | **{:.0}** ({}, {}) | **{:.2}** | {verdict} |",
+            "| **{clients}** | **median** | | **{:.0}** | **{:.0}** ({}, {}) | **{:.2}** | | {verdict} |",
             Na(median(results[ci].iter().map(|(f, _, _)| f.rate()).collect())),
             median(results[ci].iter().map(|(_, c, _)| c.rate()).collect()),
             fmt_latency(median(results[ci].iter().map(|(_, c, _)| c.p50).collect())),
@@ -1914,6 +2105,22 @@ fn dir_size(dir: &Path) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_lean_adder_writes_the_same_json_as_the_tree() {
+        for s in ["plain", "Zoë O'Brien", "quote \" and \\ and \u{1}"] {
+            let mut out = String::new();
+            json_string(s, &mut out);
+            assert_eq!(serde_json::from_str::<String>(&out).unwrap(), s);
+        }
+        let (mut row, mut body) = (String::new(), String::new());
+        for i in 0..500 {
+            let (email, name, mode) = add_fields(i);
+            write_add_body(i, &mut row, &mut body);
+            let tree = serde_json::json!({ "email": email, "name": name, "delivery_mode": mode });
+            assert_eq!(serde_json::from_str::<serde_json::Value>(&body).unwrap(), tree);
+        }
+    }
 
     #[test]
     fn rows_are_reproducible_valid_and_distinct() {

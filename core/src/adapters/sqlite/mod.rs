@@ -158,7 +158,11 @@ impl SqliteStore {
 impl SqliteStore {
     fn begin_write(&self) -> Result<Box<SqliteTx>, StoreError> {
         let unit = self.lane.begin()?;
-        Ok(Box::new(SqliteTx { conn: Some(TxConn::Write(unit, std::sync::Arc::clone(&self.lane))), nested: 0 }))
+        Ok(Box::new(SqliteTx {
+            conn: Some(TxConn::Write(unit, std::sync::Arc::clone(&self.lane))),
+            nested: 0,
+            lazy: Lazy::Off,
+        }))
     }
 
     fn begin_read(&self) -> Result<Box<SqliteTx>, StoreError> {
@@ -167,7 +171,7 @@ impl SqliteStore {
             StoreError::Busy
         })?;
         lane::run(&conn, "BEGIN DEFERRED").map_err(map_err)?;
-        Ok(Box::new(SqliteTx { conn: Some(TxConn::Read(conn)), nested: 0 }))
+        Ok(Box::new(SqliteTx { conn: Some(TxConn::Read(conn)), nested: 0, lazy: Lazy::Off }))
     }
 }
 
@@ -289,14 +293,54 @@ pub(crate) struct SqliteTx {
     conn: Option<TxConn>,
     /// Nested units open ([`Transaction::begin_nested`]).
     nested: u32,
+    /// Whether the outermost nested unit may go without its `SAVEPOINT`.
+    lazy: Lazy,
 }
 
+/// A nested unit without a `SAVEPOINT` (issue 18, fifth pass): a savepoint makes SQLite copy every
+/// page the unit then changes into a statement journal (`subjournalPageIfRequired`), which an add
+/// paid on every success for the sake of a refusal. On the writer thread ([`writer`]) a unit that
+/// has written nothing when its first nested unit begins can do without: undoing that nested unit
+/// is then undoing the whole unit, which the lane does alone (a `ROLLBACK` of a batch that holds
+/// nothing else, or `ROLLBACK TO` the unit's own savepoint) when the job is told to undo. So the
+/// nested unit begins without SQL, keeping it costs nothing, and undoing it is free when it wrote
+/// nothing (a refusal decided before any write, the usual one); when it did write, the unit is
+/// marked to be undone whole ([`SqliteTx::must_undo_unit`]), which the writer thread obeys
+/// whatever the job says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lazy {
+    /// Every nested unit is a `SAVEPOINT` (not the writer thread, or the unit has written).
+    Off,
+    /// The unit had made `0` row changes (the connection's count) when it began.
+    Ready(u64),
+    /// The outermost nested unit is open without a `SAVEPOINT`, begun at `0` changes.
+    Open(u64),
+    /// That nested unit was undone after writing: the whole unit must be, its count then `0`.
+    UndoUnit(u64),
+}
 enum TxConn {
     Read(PooledConnection<SqliteConnectionManager>),
     Write(lane::Unit, std::sync::Arc<lane::Lane>),
 }
 
 impl SqliteTx {
+    /// A unit of the writer thread: its first nested unit may go without a savepoint ([`Lazy`]).
+    fn on_writer_thread(unit: lane::Unit, lane: std::sync::Arc<lane::Lane>) -> Self {
+        let changes = unit.conn().total_changes();
+        Self { conn: Some(TxConn::Write(unit, lane)), nested: 0, lazy: Lazy::Ready(changes) }
+    }
+
+    /// Whether a nested unit without a savepoint was undone after writing: the writes of the whole
+    /// unit must then be undone, whatever its job says.
+    fn must_undo_unit(&self) -> bool {
+        let Lazy::UndoUnit(at) = self.lazy else { return false };
+        if self.conn.is_some() && self.conn().total_changes() != at {
+            // Nothing does this (a refused add returns at once); say so if something starts to.
+            tracing::error!("a unit wrote after undoing a nested unit without savepoint: those writes are undone too");
+        }
+        true
+    }
+
     fn conn(&self) -> &rusqlite::Connection {
         // Only `commit` takes the connection, and it consumes the transaction.
         match self.conn.as_ref().expect("transaction used after commit") {
@@ -335,6 +379,13 @@ impl Transaction for SqliteTx {
     }
 
     fn begin_nested(&mut self) -> Result<(), StoreError> {
+        if let (0, Lazy::Ready(start)) = (self.nested, self.lazy)
+            && self.conn().total_changes() == start
+        {
+            self.lazy = Lazy::Open(start);
+            self.nested = 1;
+            return Ok(());
+        }
         lane::run(self.conn(), "SAVEPOINT nested").map_err(map_err)?;
         self.nested += 1;
         Ok(())
@@ -342,6 +393,11 @@ impl Transaction for SqliteTx {
 
     fn keep_nested(&mut self) -> Result<(), StoreError> {
         assert!(self.nested > 0, "keep_nested without begin_nested");
+        if let (1, Lazy::Open(start)) = (self.nested, self.lazy) {
+            self.lazy = Lazy::Ready(start);
+            self.nested = 0;
+            return Ok(());
+        }
         // A member inserted in the nested unit is indexed with the rest at commit.
         lane::run(self.conn(), "RELEASE nested").map_err(map_err)?;
         self.nested -= 1;
@@ -350,6 +406,12 @@ impl Transaction for SqliteTx {
 
     fn undo_nested(&mut self) -> Result<(), StoreError> {
         assert!(self.nested > 0, "undo_nested without begin_nested");
+        if let (1, Lazy::Open(start)) = (self.nested, self.lazy) {
+            let now = self.conn().total_changes();
+            self.lazy = if now == start { Lazy::Ready(start) } else { Lazy::UndoUnit(now) };
+            self.nested = 0;
+            return Ok(());
+        }
         let conn = self.conn();
         lane::run(conn, "ROLLBACK TO nested").and_then(|()| lane::run(conn, "RELEASE nested")).map_err(map_err)?;
         self.nested -= 1;
@@ -520,6 +582,85 @@ mod tests {
         assert!(shared < JOBS as u64 - 2, "{shared} commits for {} writes queued together", JOBS - 2);
         let total = in_read(access(&store), |tx| tx.list_audit(&AuditFilter::default(), Page::default())).unwrap();
         assert_eq!(total.total, JOBS as u64 - 2);
+    }
+
+    #[test]
+    fn a_nested_unit_on_the_writer_thread_undoes_only_its_own_writes_without_a_savepoint() {
+        use crate::kernel::{Actor, NewAuditEntry, Outcome, RequestId, Timestamp};
+        use crate::storage::{in_nested, write_job};
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("n.db"), 0).unwrap();
+        let entry = |name: &str| NewAuditEntry {
+            at: Timestamp::from_unix_secs(1_700_000_000),
+            request_id: RequestId::internal("writer"),
+            actor: Actor { user_id: None, key_id: None, member_id: None },
+            action: format!("test.{name}"),
+            target: "list:news@example.org".to_owned(),
+            outcome: Outcome::Done,
+        };
+        let found = |name: &str| {
+            let filter = AuditFilter { action: Some(format!("test.{name}")), ..AuditFilter::default() };
+            in_read(access(&store), |tx| tx.list_audit(&filter, Page::default())).unwrap().total
+        };
+        type Rule =
+            fn(&mut (dyn crate::access::ports::Tx + 'static), &dyn Fn(&str) -> NewAuditEntry) -> Result<(), StoreError>;
+        // Each job keeps its refusals (as an add without a key does: a refusal's audit entry is
+        // committed), so only the nested unit decides what a refusal takes back.
+        let rules: [(&str, Rule); 5] = [
+            ("kept", |tx, e| tx.append_audit(&e("kept")).map(drop)),
+            // Its nested unit writes, then refuses: nothing of it may stay.
+            ("refused-after-writing", |tx, e| {
+                in_nested(tx, |tx| {
+                    tx.append_audit(&e("refused-after-writing"))?;
+                    Err(StoreError::Duplicate)
+                })
+            }),
+            ("refused-before-writing", |tx, _| in_nested(tx, |_| Err(StoreError::Duplicate))),
+            // Writes first, so its nested unit is a savepoint: the first write stays.
+            ("wrote-then-refused", |tx, e| {
+                tx.append_audit(&e("wrote-then-refused"))?;
+                in_nested(tx, |tx| {
+                    tx.append_audit(&e("wrote-then-refused-nested"))?;
+                    Err(StoreError::Duplicate)
+                })
+            }),
+            ("nested-kept", |tx, e| in_nested(tx, |tx| tx.append_audit(&e("nested-kept")).map(drop))),
+        ];
+        let run = |names: &[usize], hold: bool| {
+            let held = hold.then(|| store.lane.begin().unwrap());
+            let (answers, answered) = std::sync::mpsc::channel();
+            for &i in names {
+                let answers = answers.clone();
+                let (name, rule) = rules[i];
+                let job = write_job(
+                    true,
+                    move |tx: &mut (dyn crate::access::ports::Tx + 'static)| rule(tx, &entry),
+                    move |out| answers.send((name, out)).unwrap(),
+                );
+                assert!(access(&store).submit(Box::new(job)).is_ok());
+            }
+            drop(answers);
+            if let Some(held) = held {
+                while store.lane.waiting() < 1 {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                store.lane.commit(held).unwrap();
+            }
+            let mut got: Vec<_> = answered.iter().collect();
+            got.sort_by_key(|a| a.0);
+            got
+        };
+        // Alone, i.e. first of its batch (no savepoint of the lane either), then in one group.
+        assert_eq!(run(&[1], false), vec![("refused-after-writing", Err(StoreError::Duplicate))]);
+        assert_eq!(found("refused-after-writing"), 0);
+        let got = run(&[0, 1, 2, 3, 4, 1], true);
+        assert_eq!(got.iter().filter(|(_, out)| out.is_ok()).count(), 2, "{got:?}");
+        assert_eq!(got.iter().filter(|(_, out)| *out == Err(StoreError::Duplicate)).count(), 4, "{got:?}");
+        assert_eq!(
+            ["kept", "refused-after-writing", "wrote-then-refused", "wrote-then-refused-nested", "nested-kept"]
+                .map(found),
+            [1, 0, 1, 0, 1]
+        );
     }
 
     #[test]

@@ -81,13 +81,15 @@ fn serve(lane: &Arc<Lane>, queue: &mpsc::Receiver<Box<dyn LaneJob>>) {
         lane.run_group(
             group,
             |job, unit| {
-                let mut tx = SqliteTx { conn: Some(TxConn::Write(unit, Arc::clone(lane))), nested: 0 };
+                let mut tx = SqliteTx::on_writer_thread(unit, Arc::clone(lane));
                 let keep = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.run(&mut tx))).unwrap_or_else(
                     |payload| {
                         tracing::error!(panic = %panic_text(&*payload), "a write panicked on the writer thread");
                         false
                     },
                 );
+                // A nested unit undone without its savepoint: the lane undoes the unit instead.
+                let keep = keep && !tx.must_undo_unit();
                 let Some(TxConn::Write(unit, _)) = tx.conn.take() else {
                     unreachable!("a job sees the transaction by reference and cannot end it")
                 };
