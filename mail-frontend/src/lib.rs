@@ -137,31 +137,81 @@ enum Line {
     Eof,
 }
 
+/// How long a read may wait for the peer.
+#[derive(Debug, Clone, Copy)]
+enum Wait {
+    /// Until this instant (a command: the whole line within the command time-out).
+    Until(tokio::time::Instant),
+    /// This long for each block (message data: the time-out restarts with every block received).
+    Each(Duration),
+}
+
+/// A session's one timer for its reads. Arming a timer per command (`tokio::time::timeout`)
+/// registers it anew each time, and tokio wakes its own runtime for every registration that
+/// comes before its next wake-up (an eventfd write and a spurious turn of the event loop: most of
+/// the LMTP thread's wake-ups per post). This timer stays registered: each wait only moves it
+/// earlier when its deadline is earlier (rare: the deadlines only move forward, by the data's
+/// shorter time-out at most once per such deadline), and when it fires before the current
+/// deadline it is moved there, about once per time-out period of a busy session.
+struct Watch {
+    sleep: std::pin::Pin<Box<tokio::time::Sleep>>,
+}
+
+impl Watch {
+    fn new(first: tokio::time::Instant) -> Self {
+        Self { sleep: Box::pin(tokio::time::sleep_until(first)) }
+    }
+
+    /// Waits for `r` to have bytes (or the peer's end), until `deadline`; `false` when it passed.
+    async fn fill<R: AsyncRead + Unpin>(
+        &mut self,
+        r: &mut BufReader<R>,
+        deadline: tokio::time::Instant,
+    ) -> std::io::Result<bool> {
+        if self.sleep.deadline() > deadline {
+            self.sleep.as_mut().reset(deadline);
+        }
+        loop {
+            tokio::select! {
+                biased;
+                got = r.fill_buf() => return got.map(|_| true),
+                () = &mut self.sleep => {
+                    if tokio::time::Instant::now() >= deadline {
+                        return Ok(false);
+                    }
+                    self.sleep.as_mut().reset(deadline);
+                }
+            }
+        }
+    }
+}
+
 /// Reads one line into `out`, at most `max` bytes; a longer one is consumed and dropped. `wait`
-/// bounds each wait for the peer (`None` when it ran out): the timer is armed only when the
-/// buffer is empty, so a 10 KiB message already read costs no timer per line.
+/// bounds the waits for the peer (`None` when it ran out), through the session's `watch`; no
+/// wait when the buffer has the bytes, so a 10 KiB message already read costs no timer per line.
 async fn read_line<R: AsyncRead + Unpin>(
     r: &mut BufReader<R>,
     out: &mut Vec<u8>,
     max: usize,
-    wait: Option<Duration>,
+    watch: &mut Watch,
+    wait: Wait,
 ) -> std::io::Result<Option<Line>> {
     let mut too_long = false;
     loop {
-        let buf = if !r.buffer().is_empty() {
-            r.buffer()
-        } else if let Some(wait) = wait {
-            match tokio::time::timeout(wait, r.fill_buf()).await {
-                Ok(buf) => buf?,
-                Err(_) => return Ok(None),
+        if r.buffer().is_empty() {
+            let deadline = match wait {
+                Wait::Until(at) => at,
+                Wait::Each(d) => tokio::time::Instant::now() + d,
+            };
+            if !watch.fill(r, deadline).await? {
+                return Ok(None);
             }
-        } else {
-            r.fill_buf().await?
-        };
+        }
+        let buf = r.buffer();
         if buf.is_empty() {
             return Ok(Some(Line::Eof));
         }
-        let (n, done) = match buf.iter().position(|b| *b == b'\n') {
+        let (n, done) = match memchr::memchr(b'\n', buf) {
             Some(i) => (i + 1, true),
             None => (buf.len(), false),
         };
@@ -217,7 +267,8 @@ async fn session(
     let (read, write) = stream.into_split();
     let mut read = BufReader::with_capacity(16 * 1024, read);
     let mut write = BufWriter::with_capacity(4 * 1024, write);
-    let ended = commands(&mut read, &mut write, app, acceptor, limits).await;
+    let mut watch = Watch::new(tokio::time::Instant::now() + limits.command_timeout);
+    let ended = commands(&mut read, &mut write, &mut watch, app, acceptor, limits).await;
     // The last replies (a 221, a 421) are sent whatever ended the session.
     let flushed = write.flush().await;
     ended.and(flushed)
@@ -226,6 +277,7 @@ async fn session(
 async fn commands(
     read: &mut BufReader<OwnedReadHalf>,
     write: &mut BufWriter<OwnedWriteHalf>,
+    watch: &mut Watch,
     app: &Arc<Service>,
     acceptor: &Acceptor,
     limits: &LmtpLimits,
@@ -243,16 +295,8 @@ async fn commands(
             // Nothing more pipelined: the replies so far go out before the wait.
             write.flush().await?;
         }
-        let got = match tokio::time::timeout(
-            limits.command_timeout,
-            read_line(read, &mut line, limits.max_command_line, None),
-        )
-        .await
-        {
-            Ok(got) => got?,
-            Err(_) => None,
-        };
-        let Some(got) = got else {
+        let until = Wait::Until(tokio::time::Instant::now() + limits.command_timeout);
+        let Some(got) = read_line(read, &mut line, limits.max_command_line, watch, until).await? else {
             reply(write, "421 4.4.2 timeout waiting for a command").await?;
             return Ok(());
         };
@@ -351,7 +395,7 @@ async fn commands(
                 // No list takes more than its limit: read no more than the largest of them.
                 let cap =
                     env.recipients.iter().map(Resolved::max_bytes).max().unwrap_or(0).min(limits.max_message_bytes);
-                let data = match read_data(read, cap, limits.max_message_bytes, limits.data_timeout).await? {
+                let data = match read_data(read, watch, cap, limits.max_message_bytes, limits.data_timeout).await? {
                     Some(Data::Flood) => {
                         reply(write, "552 5.3.4 message far over the size limit, closing").await?;
                         return Ok(());
@@ -392,6 +436,7 @@ enum Data {
 /// Reads message data to the lone dot. `None` when the peer went silent or away.
 async fn read_data<R: AsyncRead + Unpin>(
     r: &mut BufReader<R>,
+    watch: &mut Watch,
     cap: usize,
     flood: usize,
     timeout: Duration,
@@ -399,35 +444,40 @@ async fn read_data<R: AsyncRead + Unpin>(
     let mut message = Vec::with_capacity(cap.min(64 * 1024));
     let mut over = false;
     let mut discarded: usize = 0;
-    let mut line = Vec::with_capacity(1024);
     loop {
-        line.clear();
         if discarded > flood {
             return Ok(Some(Data::Flood));
         }
+        // Each line is read straight onto the end of the message (one copy of the data, not two)
+        // and taken back when it is the end, over the allowance or dropped.
+        let start = message.len();
         // One line may not be longer than what is left of the allowance (plus its dot and CRLF).
-        let room = cap.saturating_sub(message.len()) + 3;
-        let Some(got) = read_line(r, &mut line, room, Some(timeout)).await? else {
+        let room = cap.saturating_sub(start) + 3;
+        let Some(got) = read_line(r, &mut message, start + room, watch, Wait::Each(timeout)).await? else {
             return Ok(None);
         };
         match got {
             Line::Eof => return Ok(None),
             Line::TooLong => {
+                message.truncate(start);
                 over = true;
                 discarded = discarded.saturating_add(room);
             }
             Line::Complete => {
+                let line = &message[start..];
                 if line == b".\r\n" || line == b".\n" {
+                    message.truncate(start);
                     return Ok(Some(if over { Data::TooLarge } else { Data::Message(message) }));
                 }
-                let body = if line.first() == Some(&b'.') { &line[1..] } else { &line[..] };
-                if !over && message.len() + body.len() > cap {
+                if line.first() == Some(&b'.') {
+                    message.remove(start);
+                }
+                if !over && message.len() > cap {
                     over = true;
                 }
                 if over {
-                    discarded = discarded.saturating_add(body.len());
-                } else {
-                    message.extend_from_slice(body);
+                    discarded = discarded.saturating_add(message.len() - start);
+                    message.truncate(start);
                 }
             }
         }
@@ -538,12 +588,20 @@ async fn blocking<T: Send + 'static>(
 mod tests {
     use super::*;
 
+    fn watch() -> Watch {
+        Watch::new(tokio::time::Instant::now() + Duration::from_secs(3600))
+    }
+
+    fn forever() -> Wait {
+        Wait::Each(Duration::from_secs(3600))
+    }
+
     async fn lines(input: &[u8], max: usize) -> Vec<(Line, Vec<u8>)> {
         let mut r = BufReader::with_capacity(4, input);
         let mut out = Vec::new();
         loop {
             let mut buf = Vec::new();
-            let got = read_line(&mut r, &mut buf, max, None).await.unwrap().unwrap();
+            let got = read_line(&mut r, &mut buf, max, &mut watch(), forever()).await.unwrap().unwrap();
             if got == Line::Eof {
                 return out;
             }
@@ -562,18 +620,71 @@ mod tests {
     #[tokio::test]
     async fn data_is_unstuffed_and_stops_at_the_cap() {
         let mut r = BufReader::new(&b"a\r\n..b\r\n.\r\nNEXT\r\n"[..]);
-        let Some(Data::Message(m)) = read_data(&mut r, 100, 1000, Duration::from_secs(1)).await.unwrap() else {
+        let Some(Data::Message(m)) = read_data(&mut r, &mut watch(), 100, 1000, Duration::from_secs(1)).await.unwrap()
+        else {
             panic!()
         };
         assert_eq!(m, b"a\r\n.b\r\n");
         let mut rest = Vec::new();
-        read_line(&mut r, &mut rest, 100, None).await.unwrap();
+        read_line(&mut r, &mut rest, 100, &mut watch(), forever()).await.unwrap();
         assert_eq!(rest, b"NEXT\r\n", "the next command is left unread");
         let mut r = BufReader::new(&b"0123456789\r\n0123456789\r\n.\r\n"[..]);
-        assert!(matches!(read_data(&mut r, 15, 1000, Duration::from_secs(1)).await.unwrap(), Some(Data::TooLarge)));
+        assert!(matches!(
+            read_data(&mut r, &mut watch(), 15, 1000, Duration::from_secs(1)).await.unwrap(),
+            Some(Data::TooLarge)
+        ));
         let endless = "0123456789\r\n".repeat(100);
         let mut r = BufReader::new(endless.as_bytes());
-        assert!(matches!(read_data(&mut r, 15, 100, Duration::from_secs(1)).await.unwrap(), Some(Data::Flood)));
+        assert!(matches!(
+            read_data(&mut r, &mut watch(), 15, 100, Duration::from_secs(1)).await.unwrap(),
+            Some(Data::Flood)
+        ));
+    }
+
+    /// A bound against a hang, not a measurement.
+    const HANG: Duration = Duration::from_secs(60);
+
+    #[tokio::test]
+    async fn a_silent_peer_times_out_at_the_wait_deadline_even_when_the_sessions_timer_was_set_later() {
+        let (_peer, ours) = tokio::io::duplex(64);
+        let mut r = BufReader::new(ours);
+        // The session's timer set an hour ahead; this wait's deadline is much sooner.
+        let mut watch = watch();
+        let soon = Wait::Until(tokio::time::Instant::now() + Duration::from_millis(20));
+        let got = tokio::time::timeout(HANG, read_line(&mut r, &mut Vec::new(), 100, &mut watch, soon)).await;
+        assert!(matches!(got, Ok(Ok(None))), "timed out, not hung: {got:?}");
+        // The same for a block of data (the time-out counted from the wait's start).
+        let got = tokio::time::timeout(HANG, read_data(&mut r, &mut watch, 100, 1000, Duration::from_millis(20))).await;
+        assert!(matches!(got, Ok(Ok(None))), "timed out in DATA");
+    }
+
+    #[tokio::test]
+    async fn a_session_timer_that_fires_before_the_current_deadline_does_not_end_a_peer_still_in_time() {
+        let (mut peer, ours) = tokio::io::duplex(64);
+        let mut r = BufReader::new(ours);
+        // The session's timer fires almost at once, long before this command's deadline.
+        let mut watch = Watch::new(tokio::time::Instant::now() + Duration::from_millis(1));
+        let writer = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            peer.write_all(b"NOOP\r\n").await.unwrap();
+            peer
+        });
+        let until = Wait::Until(tokio::time::Instant::now() + HANG);
+        let mut line = Vec::new();
+        let got = read_line(&mut r, &mut line, 100, &mut watch, until).await.unwrap();
+        assert_eq!((got, line.as_slice()), (Some(Line::Complete), &b"NOOP\r\n"[..]));
+        let mut peer = writer.await.unwrap();
+        // Data whose blocks keep coming is read to its end, each block restarting the time-out.
+        let feeder = tokio::spawn(async move {
+            for block in [&b"a\r\n"[..], b"b\r\n", b".\r\n"] {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                peer.write_all(block).await.unwrap();
+            }
+            peer
+        });
+        let got = read_data(&mut r, &mut watch, 100, 1000, HANG).await.unwrap();
+        assert!(matches!(got, Some(Data::Message(m)) if m == b"a\r\nb\r\n"));
+        drop(feeder.await.unwrap());
     }
 
     #[test]
