@@ -31,7 +31,7 @@ const LATENCY_TARGET: f64 = 1.2;
 const POSTER: &str = "poster@example.net";
 
 const USAGE: &str = "usage: bench-mailin [--scenario accept|latency|all (default)] [--smoke] [--courrier PATH] \
-[--rounds N (3)] [--posts N (2000)] [--sessions N (4)] [--size BYTES (10240)] [--accept-members N (10)] \
+[--rounds N (3)] [--posts N (2000)] [--warmup-posts N (2000; 0: none)] [--sessions N (4)] [--size BYTES (10240)] [--accept-members N (10)] \
 [--members N (10000)] [--workers N (2)] [--smtp-sink PATH] [--smtp-source PATH] [--scratch DIR]";
 
 fn main() -> ExitCode {
@@ -47,6 +47,8 @@ struct Options {
     smtp_source: PathBuf,
     rounds: u64,
     posts: u64,
+    /// Posts sent to each contender before the measured rounds, not counted (0: none).
+    warmup: u64,
     sessions: u64,
     size: u64,
     accept_members: u64,
@@ -62,6 +64,7 @@ impl Options {
         let (mut smtp_sink, mut smtp_source) =
             (PathBuf::from("/usr/sbin/smtp-sink"), PathBuf::from("/usr/sbin/smtp-source"));
         let mut scratch = None;
+        let mut warmup = None;
         let mut num = std::collections::BTreeMap::new();
         const NUMERIC: [&str; 8] =
             ["--rounds", "--posts", "--sessions", "--size", "--accept-members", "--members", "--workers", "--unused"];
@@ -79,6 +82,11 @@ impl Options {
                 "--smtp-sink" => smtp_sink = PathBuf::from(value()?),
                 "--smtp-source" => smtp_source = PathBuf::from(value()?),
                 "--scratch" => scratch = Some(PathBuf::from(value()?)),
+                "--warmup-posts" => {
+                    let raw = value()?;
+                    warmup =
+                        Some(raw.parse::<u64>().map_err(|_| format!("--warmup-posts must be a number, got {raw:?}"))?);
+                }
                 "-h" | "--help" => return Ok(None),
                 other => match NUMERIC.iter().find(|n| **n == other && **n != "--unused") {
                     Some(name) => {
@@ -106,6 +114,7 @@ impl Options {
             smtp_source,
             rounds: get("--rounds", d(3, 1)),
             posts: get("--posts", d(2_000, 20)),
+            warmup: warmup.unwrap_or(d(2_000, 20)),
             sessions: get("--sessions", 4),
             size: get("--size", 10 * 1024),
             accept_members: get("--accept-members", 10),
@@ -367,13 +376,22 @@ fn accept_scenario(
     let mut drains = Vec::new();
     let (mut stored_before, mut paused_before) = (0, 0);
     let mut copies_expected = copies.messages();
-    for round in 1..=opts.rounds {
-        eprintln!("accept round {round}/{}: smtp-source -L into smtp-sink -L, {n} posts", opts.rounds);
+    // A warm-up round, not counted: the first posts into a freshly started server grow its spool's
+    // WAL file from nothing (each of those fsyncs also commits the file's new size: every first
+    // round of a run was the slowest, for every build); a server that has been running overwrites
+    // its WAL in place. Every contender gets the same warm-up, and its figures are printed.
+    let mut warm = None;
+    let first = if opts.warmup > 0 { 0 } else { 1 };
+    for round in first..=opts.rounds {
+        let n = if round == 0 { opts.warmup } else { n };
+        let round_name = if round == 0 { "warm-up".to_owned() } else { format!("round {round}/{}", opts.rounds) };
+        let round_name = round_name.as_str();
+        eprintln!("accept {round_name}: smtp-source -L into smtp-sink -L, {n} posts");
         let before = bare.messages();
         let b = source_lmtp(opts, bare.port, n, &to)?;
         bare.wait_for(before + n, Duration::from_secs(10))?;
         eprintln!("  {:.2} s", b.as_secs_f64());
-        eprintln!("accept round {round}/{}: smtp-source -L into courrier's LMTP server, {n} posts", opts.rounds);
+        eprintln!("accept {round_name}: smtp-source -L into courrier's LMTP server, {n} posts");
         let t = source_lmtp(opts, c.lmtp, n, &to)?;
         c.server.check_alive()?;
         // Every post acknowledged was stored: the inbound store holds n more.
@@ -391,8 +409,7 @@ fn accept_scenario(
         copies.wait_for(copies_expected, Duration::from_secs(600))?;
         let drain = drain.elapsed();
         eprintln!("  its backlog processed and delivered {:.2} s later", drain.as_secs_f64());
-        drains.push(drain);
-        eprintln!("accept round {round}/{}: the same into courrier with processing paused", opts.rounds);
+        eprintln!("accept {round_name}: the same into courrier with processing paused");
         let p = source_lmtp(opts, paused.lmtp, n, &to)?;
         paused.server.check_alive()?;
         let stored = count_inbound(&paused.db)?;
@@ -401,7 +418,7 @@ fn accept_scenario(
         }
         paused_before = stored;
         eprintln!("  {:.2} s", p.as_secs_f64());
-        eprintln!("accept round {round}/{}: floor, bare rusqlite inserts of the same rows", opts.rounds);
+        eprintln!("accept {round_name}: floor, bare rusqlite inserts of the same rows");
         let (alone, grouped) = floor.run(n, opts.sessions, opts.size)?;
         eprintln!(
             "  {:.2} s one commit each, {:.2} s {} rows a commit",
@@ -409,7 +426,12 @@ fn accept_scenario(
             grouped.as_secs_f64(),
             opts.sessions
         );
-        rounds.push([b, t, p, alone, grouped]);
+        if round == 0 {
+            warm = Some(([b, t, p, alone, grouped], drain));
+        } else {
+            rounds.push([b, t, p, alone, grouped]);
+            drains.push(drain);
+        }
     }
     let rate = |d: &Duration| n as f64 / d.as_secs_f64();
     let mut out = String::new();
@@ -421,7 +443,7 @@ fn accept_scenario(
          (accepts, stores nothing), then into `courrier serve`'s LMTP server (each post stored durably before its \
          250; the list has {} members and posting open; `COURRIER_DELIVERY_WORKERS={}` process and deliver the \
          posts meanwhile to an `smtp-sink`), then into a second server with processing paused \
-         (`COURRIER_DELIVERY_WORKERS=0`: it stores and does nothing else). Wall time of smtp-source. Floor: the same \
+         (`COURRIER_DELIVERY_WORKERS=0`: it stores and does nothing else). Wall time of smtp-source. {warm}Floor: the same \
          {n} rows ({} bytes each, the inbound table's columns) inserted by bare rusqlite into a WAL database with \
          `synchronous=FULL`, by {s} threads each committing every row alone (`BEGIN IMMEDIATE`, `INSERT`, \
          `COMMIT`), and by one thread committing {s} rows at a time (what {s} sessions waiting for their 250 can \
@@ -434,6 +456,15 @@ fn accept_scenario(
         opts.workers,
         opts.size,
         s = opts.sessions,
+        warm = if opts.warmup > 0 {
+            format!(
+                "Before the measured rounds, a warm-up of {} posts into each contender, not counted (its row is \
+                 printed): the first posts into a freshly started server grow its spool's WAL file from nothing. ",
+                opts.warmup
+            )
+        } else {
+            String::new()
+        },
     );
     let _ = writeln!(out);
     let _ = writeln!(
@@ -442,6 +473,24 @@ fn accept_scenario(
         s = opts.sessions
     );
     let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    if let Some((r, d)) = &warm {
+        let rate = |d: &Duration| opts.warmup as f64 / d.as_secs_f64();
+        let _ = writeln!(
+            out,
+            "| warm-up, {} posts, not counted | {:.0}/s | {:.0}/s | {:.0}/s | {:.0}/s | {:.0}/s | {:.2} | {:.2} | {:.2} | {:.2} s | {:.0}/s |",
+            opts.warmup,
+            rate(&r[0]),
+            rate(&r[1]),
+            rate(&r[2]),
+            rate(&r[3]),
+            rate(&r[4]),
+            rate(&r[1]) / rate(&r[0]),
+            rate(&r[2]) / rate(&r[0]),
+            rate(&r[4]) / rate(&r[0]),
+            d.as_secs_f64(),
+            rate(&(r[1] + *d)),
+        );
+    }
     for (i, (r, d)) in rounds.iter().zip(&drains).enumerate() {
         let _ = writeln!(
             out,
