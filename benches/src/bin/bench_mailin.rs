@@ -473,12 +473,12 @@ fn accept_scenario(
         s = opts.sessions
     );
     let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    if let Some((r, d)) = &warm {
-        let rate = |d: &Duration| opts.warmup as f64 / d.as_secs_f64();
+    // One row: the round's label, its five durations, its backlog, the posts it sent.
+    let row = |out: &mut String, label: &str, r: &[Duration; 5], d: &Duration, posts: u64| {
+        let rate = |d: &Duration| posts as f64 / d.as_secs_f64();
         let _ = writeln!(
             out,
-            "| warm-up, {} posts, not counted | {:.0}/s | {:.0}/s | {:.0}/s | {:.0}/s | {:.0}/s | {:.2} | {:.2} | {:.2} | {:.2} s | {:.0}/s |",
-            opts.warmup,
+            "| {label} | {:.0}/s | {:.0}/s | {:.0}/s | {:.0}/s | {:.0}/s | {:.2} | {:.2} | {:.2} | {:.2} s | {:.0}/s |",
             rate(&r[0]),
             rate(&r[1]),
             rate(&r[2]),
@@ -490,23 +490,12 @@ fn accept_scenario(
             d.as_secs_f64(),
             rate(&(r[1] + *d)),
         );
+    };
+    if let Some((r, d)) = &warm {
+        row(&mut out, &format!("warm-up, {} posts, not counted", opts.warmup), r, d, opts.warmup);
     }
     for (i, (r, d)) in rounds.iter().zip(&drains).enumerate() {
-        let _ = writeln!(
-            out,
-            "| {} | {:.0}/s | {:.0}/s | {:.0}/s | {:.0}/s | {:.0}/s | {:.2} | {:.2} | {:.2} | {:.2} s | {:.0}/s |",
-            i + 1,
-            rate(&r[0]),
-            rate(&r[1]),
-            rate(&r[2]),
-            rate(&r[3]),
-            rate(&r[4]),
-            rate(&r[1]) / rate(&r[0]),
-            rate(&r[2]) / rate(&r[0]),
-            rate(&r[4]) / rate(&r[0]),
-            d.as_secs_f64(),
-            rate(&(r[1] + *d)),
-        );
+        row(&mut out, &(i + 1).to_string(), r, d, n);
     }
     let med = |k: usize| median(rounds.iter().map(|r| rate(&r[k])).collect());
     let (bm, cm, pm, am, gm) = (med(0), med(1), med(2), med(3), med(4));

@@ -1467,10 +1467,15 @@ fn courrier_add(api: &Api, list: &str, i: u64) -> Result<(), String> {
     let (email, name, mode) = add_fields(i);
     let body = serde_json::json!({ "email": email, "name": name, "delivery_mode": mode });
     let (status, text) = api.post_json(&Courrier::members_path(list), &body, &[])?;
-    check_status("POST members", status, &text, &[201])?;
+    check_added(i, status, &text)
+}
+
+/// An add's answer: 201, and every 64th checked whole (parsing every answer would add client time
+/// to every request).
+fn check_added(i: u64, status: u16, text: &str) -> Result<(), String> {
+    check_status("POST members", status, text, &[201])?;
     if i.is_multiple_of(64) {
-        // Spot checks (parsing every answer would add client time to every request).
-        let v = json(&text)?;
+        let v = json(text)?;
         if v["data"]["status"] != "active" || !v["data"]["member_id"].is_u64() {
             return Err(format!("POST members answered {text}"));
         }
@@ -1542,14 +1547,7 @@ impl Adder {
             }
             None => self.api.post_to(&self.uri, "application/json", body.as_bytes())?,
         };
-        check_status("POST members", status, &text, &[201])?;
-        if i.is_multiple_of(64) {
-            let v = json(&text)?;
-            if v["data"]["status"] != "active" || !v["data"]["member_id"].is_u64() {
-                return Err(format!("POST members answered {text}"));
-            }
-        }
-        Ok(())
+        check_added(i, status, &text)
     }
 }
 
