@@ -50,10 +50,19 @@ impl Resp {
     }
 }
 
+/// How long the tests' clients keep an idle connection for reuse: under the server's idle limit
+/// (an idle keep-alive connection is closed after its 10-15 s header-read time-out), so a client
+/// never sends on a connection the server is closing. ureq's default (15 s) reused such
+/// connections when a loaded machine stretched a test's pause between two requests past 10 s,
+/// and the request failed with "Peer disconnected" (a client that probes before reuse, as curl
+/// does, would not; ureq does not).
+pub const CLIENT_IDLE_AGE: Duration = Duration::from_secs(5);
+
 fn agent() -> ureq::Agent {
     ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_global(Some(Duration::from_secs(30)))
+        .max_idle_age(CLIENT_IDLE_AGE)
         .build()
         .into()
 }
