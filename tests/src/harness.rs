@@ -58,10 +58,10 @@ impl Resp {
 /// does, would not; ureq does not).
 pub const CLIENT_IDLE_AGE: Duration = Duration::from_secs(5);
 
-fn agent() -> ureq::Agent {
+fn agent(timeout: Duration) -> ureq::Agent {
     ureq::Agent::config_builder()
         .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(30)))
+        .timeout_global(Some(timeout))
         .max_idle_age(CLIENT_IDLE_AGE)
         .build()
         .into()
@@ -80,7 +80,13 @@ pub struct Client {
 
 impl Client {
     pub fn new(addr: SocketAddr) -> Self {
-        Self { base: format!("http://{addr}"), agent: agent() }
+        Self::with_timeout(addr, Duration::from_secs(30))
+    }
+
+    /// A client that waits up to `timeout` for each answer: for requests that queue behind others
+    /// on purpose (a test of a concurrency cap), whose wait grows with the machine's load.
+    pub fn with_timeout(addr: SocketAddr, timeout: Duration) -> Self {
+        Self { base: format!("http://{addr}"), agent: agent(timeout) }
     }
 
     pub fn get(&self, path: &str) -> Resp {
