@@ -27,6 +27,9 @@ impl Api {
         let agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_global(Some(Duration::from_secs(900)))
+            // Under courrier's idle limit (10-15 s): a connection idle longer is being closed by
+            // the server, and ureq, which does not probe a pooled connection, would send on it.
+            .max_idle_age(Duration::from_secs(5))
             .build()
             .into();
         Self { agent, base: base.to_owned(), auth }

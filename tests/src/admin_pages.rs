@@ -54,6 +54,7 @@ impl Pages {
             .http_status_as_error(false)
             .max_redirects(0)
             .timeout_global(Some(Duration::from_secs(60)))
+            .max_idle_age(courrier_tests::harness::CLIENT_IDLE_AGE)
             .build()
             .into();
         Self { base: format!("http://{}", app.addr), agent, cookie: String::new() }

@@ -50,10 +50,19 @@ impl Resp {
     }
 }
 
-fn agent() -> ureq::Agent {
+/// How long the tests' clients keep an idle connection for reuse: under the server's idle limit
+/// (an idle keep-alive connection is closed after its 10-15 s header-read time-out), so a client
+/// never sends on a connection the server is closing. ureq's default (15 s) reused such
+/// connections when a loaded machine stretched a test's pause between two requests past 10 s,
+/// and the request failed with "Peer disconnected" (a client that probes before reuse, as curl
+/// does, would not; ureq does not).
+pub const CLIENT_IDLE_AGE: Duration = Duration::from_secs(5);
+
+fn agent(timeout: Duration) -> ureq::Agent {
     ureq::Agent::config_builder()
         .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(30)))
+        .timeout_global(Some(timeout))
+        .max_idle_age(CLIENT_IDLE_AGE)
         .build()
         .into()
 }
@@ -71,7 +80,13 @@ pub struct Client {
 
 impl Client {
     pub fn new(addr: SocketAddr) -> Self {
-        Self { base: format!("http://{addr}"), agent: agent() }
+        Self::with_timeout(addr, Duration::from_secs(30))
+    }
+
+    /// A client that waits up to `timeout` for each answer: for requests that queue behind others
+    /// on purpose (a test of a concurrency cap), whose wait grows with the machine's load.
+    pub fn with_timeout(addr: SocketAddr, timeout: Duration) -> Self {
+        Self { base: format!("http://{addr}"), agent: agent(timeout) }
     }
 
     pub fn get(&self, path: &str) -> Resp {

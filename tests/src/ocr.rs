@@ -9,7 +9,7 @@ use courrier_core::access::principal::RequestCtx;
 use courrier_core::access::{Perm, Principal, keys, users};
 use courrier_core::kernel::EmailAddress;
 use courrier_core::ocr::wrap::jpeg_dimensions;
-use courrier_tests::harness::{Resp, TestApp, courrier_bin, run_cli, workspace_root};
+use courrier_tests::harness::{Client, Resp, TestApp, courrier_bin, run_cli, workspace_root};
 use serde_json::{Value, json};
 
 const PASSWORD: &str = "correct horse battery staple";
@@ -71,9 +71,14 @@ pub(crate) fn multipart(file: Option<(&str, &[u8])>, fields: &[(&str, &str)]) ->
 }
 
 pub(crate) fn upload(app: &TestApp, key: &str, name: &str, bytes: &[u8], fields: &[(&str, &str)]) -> Resp {
+    upload_with(&app.client, key, name, bytes, fields)
+}
+
+/// [`upload`] through a given client (one with a longer time-out).
+pub(crate) fn upload_with(client: &Client, key: &str, name: &str, bytes: &[u8], fields: &[(&str, &str)]) -> Resp {
     let (content_type, body) = multipart(Some((name, bytes)), fields);
     let auth = format!("Bearer {key}");
-    app.client.request("POST", "/api/ocrs", &[("authorization", &auth), ("content-type", &content_type)], Some(&body))
+    client.request("POST", "/api/ocrs", &[("authorization", &auth), ("content-type", &content_type)], Some(&body))
 }
 
 fn ocr(app: &TestApp, key: &str, name: &str) -> Value {

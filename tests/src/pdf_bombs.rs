@@ -2,9 +2,9 @@
 //! refused from its declared size, several at once never run more sandbox processes than the cap,
 //! and a helper killed at its deadline leaves no copy of the document in the temporary directory.
 
-use crate::ocr::{expect_refusal, upload, user_key};
+use crate::ocr::{expect_refusal, upload, upload_with, user_key};
 use courrier_benches::pdf::{bomb, pdf};
-use courrier_tests::harness::{TestApp, courrier_bin};
+use courrier_tests::harness::{Client, TestApp, courrier_bin};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -59,6 +59,9 @@ fn several_bombs_and_slow_pages_at_once_never_run_more_sandbox_processes_than_th
     let app = TestApp::spawn_with(&[("COURRIER_OCR_HELPERS", "1"), ("COURRIER_OCR_WORKERS", "4")]);
     let key = user_key(&app, "ada@example.org");
     let (slow, bomb) = (heavy_page(1, 1_500), bomb(2));
+    // Six uploads queue for one sandbox: the last waits for the five before it, longer than the
+    // default client's 30 s on a loaded machine.
+    let patient = Client::with_timeout(app.addr, Duration::from_secs(600));
     let done = AtomicBool::new(false);
     let peak = AtomicUsize::new(0);
     let statuses: Vec<(u16, String)> = std::thread::scope(|s| {
@@ -70,17 +73,19 @@ fn several_bombs_and_slow_pages_at_once_never_run_more_sandbox_processes_than_th
         });
         let uploads: Vec<_> = (0..6)
             .map(|i| {
-                let (app, key) = (&app, &key);
+                let (patient, key) = (&patient, &key);
                 let (name, bytes) = if i % 2 == 0 { ("slow.pdf", &slow) } else { ("bomb.pdf", &bomb) };
                 s.spawn(move || {
-                    let r = upload(app, key, name, bytes, &[("lang", "fr"), ("action", "storeOnly")]);
+                    let r = upload_with(patient, key, name, bytes, &[("lang", "fr"), ("action", "storeOnly")]);
                     (r.status, r.body)
                 })
             })
             .collect();
-        let statuses = uploads.into_iter().map(|u| u.join().unwrap()).collect();
+        let joined: Vec<_> = uploads.into_iter().map(|u| u.join()).collect();
+        // Stop the watcher before a failed upload's panic is passed on: the scope waits for every
+        // thread, so a panic while it still ran hung the test instead of failing it.
         done.store(true, Ordering::Relaxed);
-        statuses
+        joined.into_iter().map(|j| j.unwrap_or_else(|panic| std::panic::resume_unwind(panic))).collect()
     });
     for (i, (status, body)) in statuses.iter().enumerate() {
         let expected = if i % 2 == 0 { 200 } else { 422 };
