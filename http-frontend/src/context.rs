@@ -20,21 +20,46 @@ static REQUEST_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// The outermost layer: gives the request its id, contains panics, sets `X-Request-Id`, and logs
 /// every error answer with its request id, route, status and code.
-pub async fn handle(mut router: axum::Router, max_body: usize, req: http::Request<hyper::body::Incoming>) -> Response {
+///
+/// The router is called here, synchronously (it only picks the route and builds its future), on the
+/// connection's own router: no reference count of the shared one is taken per request (that count's
+/// cache line went back and forth between the cores on every request).
+pub fn handle(
+    router: &mut axum::Router,
+    max_body: usize,
+    req: http::Request<hyper::body::Incoming>,
+) -> impl Future<Output = Response> + Send + use<> {
+    let started = Instant::now();
     let id = RequestId::new(*REQUEST_PREFIX, REQUEST_COUNTER.fetch_add(1, Ordering::Relaxed));
     let method = req.method().clone();
     let uri = req.uri().clone();
-    let started = Instant::now();
-    let guarded = async move {
-        if let Err(e) = body::check_declared_length(req.headers(), max_body) {
-            return e.into_response();
+    let routed = match body::check_declared_length(req.headers(), max_body) {
+        Err(e) => Err(e),
+        Ok(()) => {
+            // Routing itself may panic as much as the handler: contained the same way.
+            std::panic::catch_unwind(AssertUnwindSafe(|| tower_service::Service::call(router, req)))
+                .map_err(|p| ApiError::internal(&format!("panic in handler: {}", server::panic_message(&*p))))
         }
-        match AssertUnwindSafe(tower_service::Service::call(&mut router, req)).catch_unwind().await {
-            Ok(Ok(resp)) => resp,
-            Ok(Err(never)) => match never {},
-            Err(payload) => {
-                ApiError::internal(&format!("panic in handler: {}", server::panic_message(&*payload))).into_response()
-            }
+    };
+    finish(id, method, uri, started, routed)
+}
+
+async fn finish(
+    id: RequestId,
+    method: http::Method,
+    uri: http::Uri,
+    started: Instant,
+    routed: Result<axum::routing::future::RouteFuture<std::convert::Infallible>, ApiError>,
+) -> Response {
+    let guarded = async move {
+        match routed {
+            Err(e) => e.into_response(),
+            Ok(future) => match AssertUnwindSafe(future).catch_unwind().await {
+                Ok(Ok(resp)) => resp,
+                Ok(Err(never)) => match never {},
+                Err(payload) => ApiError::internal(&format!("panic in handler: {}", server::panic_message(&*payload)))
+                    .into_response(),
+            },
         }
     };
     let mut resp = REQUEST_ID.scope(id.clone(), guarded).await;

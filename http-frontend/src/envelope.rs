@@ -119,10 +119,17 @@ impl IntoResponse for Reply {
             Data::Shared(json) => start(&json),
             Data::Value(v) => start(&v.to_string()),
         };
-        // Request ids are ASCII letters, digits and `_` (or an internal label): no escaping needed,
-        // but serde_json quotes them anyway for the odd internal label.
-        let _ =
-            write!(body, ",\"meta\":{{\"request_id\":{},\"api_version\":\"{API_VERSION}\"", Value::from(id.as_str()));
+        // Request ids are ASCII letters, digits and `_`: written as they are; serde_json quotes the odd
+        // internal label that is not.
+        body.push_str(",\"meta\":{\"request_id\":");
+        if id.as_str().bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+            body.push('"');
+            body.push_str(id.as_str());
+            body.push('"');
+        } else {
+            let _ = write!(body, "{}", Value::from(id.as_str()));
+        }
+        let _ = write!(body, ",\"api_version\":\"{API_VERSION}\"");
         if let Some((total, page)) = self.window {
             let _ = write!(body, ",\"total\":{total},\"limit\":{},\"offset\":{}", page.limit(), page.offset());
         }

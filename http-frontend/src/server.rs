@@ -148,7 +148,9 @@ pub async fn serve(
             http.header_read_timeout(jittered(limits.header_read_timeout, random));
         }
         let _ = stream.set_nodelay(true);
-        let router = router.clone();
+        // The connection's own router, called in place (`context::handle`): one reference count
+        // per connection, none per request.
+        let router = std::cell::RefCell::new(router.clone());
         let max_body = limits.max_body;
         let trusted = (!limits.trusted_proxies.is_empty() && limits.trusted_proxies.contains(peer.ip()))
             .then(|| limits.trusted_proxies.clone());
@@ -161,7 +163,7 @@ pub async fn serve(
                 Some(proxies) => std::net::SocketAddr::new(forwarded_client(peer.ip(), req.headers(), proxies), 0),
                 None => peer,
             };
-            let handled = allowed.then(|| crate::context::handle(router.clone(), max_body, req));
+            let handled = allowed.then(|| crate::context::handle(&mut router.borrow_mut(), max_body, req));
             PEER.scope(PeerAddr(client), async move {
                 match handled {
                     Some(handled) => Ok(handled.await),
