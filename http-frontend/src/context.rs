@@ -37,11 +37,15 @@ pub fn handle(
         Err(e) => Err(e),
         Ok(()) => {
             // Routing itself may panic as much as the handler: contained the same way.
-            std::panic::catch_unwind(AssertUnwindSafe(|| tower_service::Service::call(router, req)))
-                .map_err(|p| ApiError::internal(&format!("panic in handler: {}", server::panic_message(&*p))))
+            std::panic::catch_unwind(AssertUnwindSafe(|| tower_service::Service::call(router, req))).map_err(panicked)
         }
     };
     finish(id, method, uri, started, routed)
+}
+
+/// The answer to a panic caught while routing or handling: a 500 naming it in the log.
+fn panicked(payload: Box<dyn std::any::Any + Send>) -> ApiError {
+    ApiError::internal(&format!("panic in handler: {}", server::panic_message(&*payload)))
 }
 
 async fn finish(
@@ -57,8 +61,7 @@ async fn finish(
             Ok(future) => match AssertUnwindSafe(future).catch_unwind().await {
                 Ok(Ok(resp)) => resp,
                 Ok(Err(never)) => match never {},
-                Err(payload) => ApiError::internal(&format!("panic in handler: {}", server::panic_message(&*payload)))
-                    .into_response(),
+                Err(payload) => panicked(payload).into_response(),
             },
         }
     };
