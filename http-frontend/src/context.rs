@@ -9,7 +9,7 @@ use crate::{MatchedRoute, body, server};
 use axum::response::{IntoResponse, Response};
 use courrier_core::kernel::{RequestId, secrets};
 use futures_util::FutureExt;
-use http::{HeaderValue, StatusCode};
+use http::{HeaderName, HeaderValue, StatusCode};
 use std::panic::AssertUnwindSafe;
 use std::sync::LazyLock;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,6 +17,9 @@ use std::time::Instant;
 
 static REQUEST_PREFIX: LazyLock<u64> = LazyLock::new(secrets::random_u64);
 static REQUEST_COUNTER: AtomicU64 = AtomicU64::new(0);
+/// Named once: a header name given as text is copied into a new buffer on every insert.
+const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+const SERVER_TIMING: HeaderName = HeaderName::from_static("server-timing");
 
 /// The outermost layer: gives the request its id, contains panics, sets `X-Request-Id`, and logs
 /// every error answer with its request id, route, status and code.
@@ -67,17 +70,18 @@ async fn finish(
     };
     let mut resp = REQUEST_ID.scope(id.clone(), guarded).await;
     if let Ok(value) = HeaderValue::from_str(id.as_str()) {
-        resp.headers_mut().insert("x-request-id", value);
+        resp.headers_mut().insert(X_REQUEST_ID, value);
     }
     let status = resp.status();
     let route = resp.extensions().get::<MatchedRoute>().map_or(uri.path(), |r| r.0);
-    let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let elapsed = started.elapsed();
     // The server's own time, from the request's head to the answer's (every body but a streamed
     // export is built by then): a client, or a benchmark, can tell it from the wait for a CPU or
     // the network (W3C Server Timing; appended, after a route's own stages).
-    if let Ok(value) = HeaderValue::try_from(format!("app;dur={elapsed_ms:.3}")) {
-        resp.headers_mut().append("server-timing", value);
+    if let Ok(value) = HeaderValue::from_bytes(&server_timing(elapsed)) {
+        resp.headers_mut().append(SERVER_TIMING, value);
     }
+    let elapsed_ms = elapsed.as_secs_f64() * 1000.0;
     match resp.extensions().get::<ErrorCode>() {
         Some(ErrorCode(code)) if status == StatusCode::INTERNAL_SERVER_ERROR => tracing::error!(
             request_id = %id, %method, route, status = status.as_u16(), code = code.as_str(), elapsed_ms, "request failed"
@@ -90,4 +94,67 @@ async fn finish(
         }
     }
     resp
+}
+
+/// `app;dur=` and the time in milliseconds with three decimals (microseconds), written without
+/// the float formatter or a heap buffer: it is on every answer.
+fn server_timing(elapsed: std::time::Duration) -> ServerTiming {
+    let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+    let mut digits = [0u8; 20];
+    let mut n = micros;
+    let mut len = 0;
+    while n > 0 || len < 4 {
+        digits[len] = b'0' + (n % 10) as u8;
+        n /= 10;
+        len += 1;
+    }
+    let mut out = ServerTiming { text: [0; 32], len: 0 };
+    out.push(b"app;dur=");
+    for (i, d) in digits[..len].iter().rev().enumerate() {
+        if i == len - 3 {
+            out.push(b".");
+        }
+        out.push(&[*d]);
+    }
+    out
+}
+
+/// The `Server-Timing` value on the stack: `app;dur=` (8) + 20 digits + `.` fit in 32.
+struct ServerTiming {
+    text: [u8; 32],
+    len: usize,
+}
+
+impl ServerTiming {
+    fn push(&mut self, bytes: &[u8]) {
+        self.text[self.len..self.len + bytes.len()].copy_from_slice(bytes);
+        self.len += bytes.len();
+    }
+}
+
+impl std::ops::Deref for ServerTiming {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.text[..self.len]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::server_timing;
+    use std::time::Duration;
+
+    #[test]
+    fn server_timing_is_milliseconds_with_three_decimals() {
+        for (micros, text) in [
+            (0, "app;dur=0.000"),
+            (7, "app;dur=0.007"),
+            (413, "app;dur=0.413"),
+            (1_000, "app;dur=1.000"),
+            (12_345_678, "app;dur=12345.678"),
+            (u64::MAX, "app;dur=18446744073709551.615"),
+        ] {
+            assert_eq!(&*server_timing(Duration::from_micros(micros)), text.as_bytes(), "{micros}");
+        }
+    }
 }

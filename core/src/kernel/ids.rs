@@ -68,29 +68,63 @@ id_type!(
 
 /// A request id: unique per request across restarts in practice (a random per-process prefix and
 /// a counter), cheap enough to make on every request.
-/// Shared (`Arc<str>`): a request's id is copied into its envelope, its header, its log lines and
-/// its audit entries; cloning it is a reference count, not an allocation.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct RequestId(std::sync::Arc<str>);
+///
+/// A minted id is held inline (28 ASCII bytes): making one and cloning it allocate nothing, and a
+/// request's id is made on every request and copied into its envelope, its header, its log lines
+/// and its audit entries. The odd named id (a CLI command, a worker) is shared text.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct RequestId(Repr);
+
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum Repr {
+    /// `req_`, 16 hex digits of the prefix, 8 of the counter.
+    Minted([u8; MINTED_LEN]),
+    Named(std::sync::Arc<str>),
+}
+
+const MINTED_LEN: usize = 28;
 
 impl RequestId {
+    /// `req_` + the prefix in 16 hex digits + the counter's low 32 bits in 8; the counter's high
+    /// bits are folded into the prefix, so a process that serves more than 2^32 requests still
+    /// never repeats an id (two counters with the same low bits differ in the prefix part).
     pub fn new(prefix: u64, counter: u64) -> Self {
-        Self(format!("req_{prefix:016x}{counter:08x}").into())
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut text = [0u8; MINTED_LEN];
+        text[..4].copy_from_slice(b"req_");
+        let prefix = prefix ^ (counter >> 32);
+        for (i, b) in text[4..20].iter_mut().enumerate() {
+            *b = HEX[((prefix >> (60 - 4 * i)) & 0xf) as usize];
+        }
+        for (i, b) in text[20..].iter_mut().enumerate() {
+            *b = HEX[((counter >> (28 - 4 * i)) & 0xf) as usize];
+        }
+        Self(Repr::Minted(text))
     }
 
     /// A request id that did not come from an HTTP request (a CLI command, a worker).
     pub fn internal(what: &str) -> Self {
-        Self(what.into())
+        Self(Repr::Named(what.into()))
     }
 
     pub fn as_str(&self) -> &str {
-        &self.0
+        match &self.0 {
+            // Always ASCII (written above from `req_` and hex digits): the check cannot fail.
+            Repr::Minted(text) => std::str::from_utf8(text).unwrap_or("req"),
+            Repr::Named(text) => text,
+        }
+    }
+}
+
+impl fmt::Debug for RequestId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("RequestId").field(&self.as_str()).finish()
     }
 }
 
 impl fmt::Display for RequestId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(self.as_str())
     }
 }
 
@@ -120,6 +154,18 @@ mod tests {
         ] {
             assert_eq!(parse_positive_id(bad).map_err(|_| ()), Err(()), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn request_ids_are_the_prefix_and_counter_in_hex_and_never_repeat_past_two_to_the_32() {
+        let id = RequestId::new(0x0123_4567_89ab_cdef, 0x2a);
+        assert_eq!(id.as_str(), "req_0123456789abcdef0000002a");
+        assert_eq!(id.to_string(), id.as_str());
+        assert_eq!(format!("{id:?}"), "RequestId(\"req_0123456789abcdef0000002a\")");
+        let (low, wrapped) = (RequestId::new(7, 5), RequestId::new(7, (1 << 32) | 5));
+        assert_ne!(low, wrapped, "same low 32 bits, different counters");
+        assert_eq!(wrapped.as_str().len(), 28);
+        assert_eq!(RequestId::internal("cli").as_str(), "cli");
     }
 
     #[test]
