@@ -280,6 +280,33 @@ pub fn courrier_bin() -> &'static Path {
     })
 }
 
+/// The lean `courrier-sandbox` binary beside [`courrier_bin`]: as it is when `COURRIER_BIN` is set
+/// (whoever set it built the workspace's binaries, as `.ci/run` does: a `cargo build` of one
+/// package from inside a test resolved other features and rebuilt for minutes), built otherwise.
+pub fn sandbox_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let bin = courrier_bin().with_file_name("courrier-sandbox");
+        if std::env::var_os("COURRIER_BIN").is_some() {
+            assert!(
+                bin.is_file(),
+                "COURRIER_BIN is set but {} is missing: build the workspace's binaries",
+                bin.display()
+            );
+            return bin;
+        }
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args(["build", "--quiet", "-p", "courrier-cli", "--bin", "courrier-sandbox"])
+            .current_dir(workspace_root())
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "building courrier-sandbox failed");
+        bin
+    })
+    .clone()
+}
+
 /// Where `cargo build` puts the `courrier` binary of this checkout (not built by this call). The
 /// test executable is target/<profile>/deps/integration-<hash>.
 pub fn courrier_bin_path() -> PathBuf {

@@ -555,15 +555,7 @@ fn scaninvoices_shaped_upload_lang_fra_action_default() {
 
 #[test]
 fn the_lean_sandbox_binary_reads_pdfs_like_the_subcommand() {
-    courrier_bin();
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let built = std::process::Command::new(cargo)
-        .args(["build", "--quiet", "-p", "courrier-cli", "--bin", "courrier-sandbox"])
-        .current_dir(workspace_root())
-        .status()
-        .expect("cargo runs");
-    assert!(built.success(), "building courrier-sandbox failed");
-    let lean = courrier_tests::harness::courrier_bin_path().with_file_name("courrier-sandbox");
+    let lean = courrier_tests::harness::sandbox_bin();
     let app = TestApp::spawn_with(&[("COURRIER_OCR_SANDBOX_BIN", &lean.display().to_string())]);
     let key = user_key(&app, "ada@example.org");
     reads_the_invoice(check_processing(&ocr(&app, &key, "invoice-text.pdf")));
