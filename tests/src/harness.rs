@@ -269,13 +269,7 @@ pub fn courrier_bin() -> &'static Path {
         if let Ok(bin) = std::env::var("COURRIER_BIN") {
             return PathBuf::from(bin);
         }
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "--quiet", "-p", "courrier-cli", "--bin", "courrier"])
-            .current_dir(workspace_root())
-            .status()
-            .expect("cargo runs");
-        assert!(status.success(), "building the courrier binary failed");
+        build_cli_bin("courrier");
         courrier_bin_path()
     })
 }
@@ -295,16 +289,21 @@ pub fn sandbox_bin() -> PathBuf {
             );
             return bin;
         }
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "--quiet", "-p", "courrier-cli", "--bin", "courrier-sandbox"])
-            .current_dir(workspace_root())
-            .status()
-            .expect("cargo runs");
-        assert!(status.success(), "building courrier-sandbox failed");
+        build_cli_bin("courrier-sandbox");
         bin
     })
     .clone()
+}
+
+/// `cargo build` of one of courrier-cli's binaries, for a run without `COURRIER_BIN`.
+fn build_cli_bin(name: &str) {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .args(["build", "--quiet", "-p", "courrier-cli", "--bin", name])
+        .current_dir(workspace_root())
+        .status()
+        .expect("cargo runs");
+    assert!(status.success(), "building {name} failed");
 }
 
 /// Where `cargo build` puts the `courrier` binary of this checkout (not built by this call). The
