@@ -96,40 +96,24 @@ async fn finish(
     resp
 }
 
-/// `app;dur=` and the time in milliseconds with three decimals (microseconds), written without
-/// the float formatter or a heap buffer: it is on every answer.
+/// `app;dur=` and the time in milliseconds with three decimals (whole microseconds), written into
+/// a stack buffer with integer formatting: it is on every answer, and the float formatter and a
+/// heap `String` were a measured part of the health route's CPU.
 fn server_timing(elapsed: std::time::Duration) -> ServerTiming {
+    use std::io::Write as _;
     let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
-    let mut digits = [0u8; 20];
-    let mut n = micros;
-    let mut len = 0;
-    while n > 0 || len < 4 {
-        digits[len] = b'0' + (n % 10) as u8;
-        n /= 10;
-        len += 1;
-    }
-    let mut out = ServerTiming { text: [0; 32], len: 0 };
-    out.push(b"app;dur=");
-    for (i, d) in digits[..len].iter().rev().enumerate() {
-        if i == len - 3 {
-            out.push(b".");
-        }
-        out.push(&[*d]);
-    }
-    out
+    let mut text = [0u8; 32];
+    let mut rest = &mut text[..];
+    // `app;dur=` (8) + at most 17 digits + `.` + 3 fit in 32: the write cannot fail.
+    let _ = write!(rest, "app;dur={}.{:03}", micros / 1000, micros % 1000);
+    let len = 32 - rest.len();
+    ServerTiming { text, len }
 }
 
-/// The `Server-Timing` value on the stack: `app;dur=` (8) + 20 digits + `.` fit in 32.
+/// The `Server-Timing` value on the stack.
 struct ServerTiming {
     text: [u8; 32],
     len: usize,
-}
-
-impl ServerTiming {
-    fn push(&mut self, bytes: &[u8]) {
-        self.text[self.len..self.len + bytes.len()].copy_from_slice(bytes);
-        self.len += bytes.len();
-    }
 }
 
 impl std::ops::Deref for ServerTiming {

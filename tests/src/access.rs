@@ -29,8 +29,14 @@ fn list(s: &str) -> ListName {
 }
 
 pub(crate) fn make_user(core: &Services, address: &str, grant: &[Role]) -> User {
+    make_user_with(core, address, Some(PASSWORD), grant)
+}
+
+/// As [`make_user`], with the given password or none (hashing one is the slowest part of making a
+/// user).
+fn make_user_with(core: &Services, address: &str, password: Option<&str>, grant: &[Role]) -> User {
     let (p, ctx) = (Principal::operator(), RequestCtx::cli());
-    let new = users::NewUser { email: email(address), profile: Profile::default(), password: Some(PASSWORD.into()) };
+    let new = users::NewUser { email: email(address), profile: Profile::default(), password: password.map(Into::into) };
     let (user, _) = users::create(&core.access, &p, &ctx, new).unwrap();
     for role in grant {
         ensure_scope(core, role);
@@ -161,15 +167,16 @@ fn probe(app: &TestApp, admin: &User, method: &str, path: &str, n: usize) -> (St
     // does not use (the matrix has well over a thousand cells; making all of them for each had
     // every send fan out to a list that grew by a member a cell, and an Argon2 hash a cell).
     let path = path.replace("{domain}", "example.org").replace("{list}", "news");
+    let (op, ctx, news) = (Principal::operator(), RequestCtx::cli(), (domain("example.org"), list("news")));
     // A send goes to at least one member.
     let path = if path.contains("{member}") || path.contains("{send}") {
         let member = members::add(
             &core.mailing,
-            &Principal::operator(),
-            &RequestCtx::cli(),
+            &op,
+            &ctx,
             None,
-            &domain("example.org"),
-            &list("news"),
+            &news.0,
+            &news.1,
             AddMember {
                 email: email(&format!("member{n}@example.net")),
                 display_name: None,
@@ -190,19 +197,8 @@ fn probe(app: &TestApp, admin: &User, method: &str, path: &str, n: usize) -> (St
     };
     let path = if path.contains("{send}") {
         let message = sends::NewMessage { subject: format!("probe {n}"), text: Some("hello".into()), html: None };
-        let send = sends::submit(
-            &core.mailing,
-            &Principal::operator(),
-            &RequestCtx::cli(),
-            None,
-            &domain("example.org"),
-            &list("news"),
-            message,
-        )
-        .unwrap()
-        .ran()
-        .unwrap()
-        .send_id;
+        let send =
+            sends::submit(&core.mailing, &op, &ctx, None, &news.0, &news.1, message).unwrap().ran().unwrap().send_id;
         path.replace("{send}", &send.to_string())
     } else {
         path
@@ -228,18 +224,9 @@ fn probe(app: &TestApp, admin: &User, method: &str, path: &str, n: usize) -> (St
     } else if path.contains("/moderation/messages/") {
         held_post(core, n).to_string()
     } else {
-        // A user for the route to act on: no password (no route here reads it; hashing one is
-        // the slowest thing a cell could do).
-        let (p, ctx) = (Principal::operator(), RequestCtx::cli());
-        let new = users::NewUser {
-            email: email(&format!("target{n}@example.org")),
-            profile: Profile::default(),
-            password: None,
-        };
-        let (target, _) = users::create(&core.access, &p, &ctx, new).unwrap();
+        // A user for the route to act on, without a password (no route here reads it).
         let owner = Role::Owner(domain("example.org"), list("news"));
-        roles::grant(&core.access, &p, &ctx, target.id, owner).unwrap();
-        target.id.to_string()
+        make_user_with(core, &format!("target{n}@example.org"), None, &[owner]).id.to_string()
     };
     let path = path.replace("{id}", &id);
     // A list's mail account, to read, delete or test: a closed port of 127.0.0.1 (the matrix's
