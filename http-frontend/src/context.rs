@@ -69,7 +69,7 @@ async fn finish(
         }
     };
     let mut resp = REQUEST_ID.scope(id.clone(), guarded).await;
-    if let Ok(value) = HeaderValue::from_str(id.as_str()) {
+    if let Ok(value) = HeaderValue::from_bytes(id.as_bytes()) {
         resp.headers_mut().insert(X_REQUEST_ID, value);
     }
     let status = resp.status();
@@ -97,16 +97,21 @@ async fn finish(
 }
 
 /// `app;dur=` and the time in milliseconds with three decimals (whole microseconds), written into
-/// a stack buffer with integer formatting: it is on every answer, and the float formatter and a
-/// heap `String` were a measured part of the health route's CPU.
+/// a stack buffer: it is on every answer, and the formatter (`write!`) was 3 % of the health
+/// route's instructions, a heap `String` and the float formatter more (`BENCHMARKS.md`, issue 18).
 fn server_timing(elapsed: std::time::Duration) -> ServerTiming {
-    use std::io::Write as _;
     let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
     let mut text = [0u8; 32];
-    let mut rest = &mut text[..];
-    // `app;dur=` (8) + at most 17 digits + `.` + 3 fit in 32: the write cannot fail.
-    let _ = write!(rest, "app;dur={}.{:03}", micros / 1000, micros % 1000);
-    let len = 32 - rest.len();
+    let mut len = 0;
+    let mut put = |bytes: &[u8]| {
+        // `app;dur=` (8) + at most 17 digits + `.` + 3 = 29: always fits.
+        text[len..len + bytes.len()].copy_from_slice(bytes);
+        len += bytes.len();
+    };
+    put(b"app;dur=");
+    put(itoa::Buffer::new().format(micros / 1000).as_bytes());
+    let fraction = micros % 1000;
+    put(&[b'.', b'0' + (fraction / 100) as u8, b'0' + (fraction / 10 % 10) as u8, b'0' + (fraction % 10) as u8]);
     ServerTiming { text, len }
 }
 

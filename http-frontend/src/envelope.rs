@@ -104,8 +104,10 @@ impl Reply {
 
 impl IntoResponse for Reply {
     /// Written straight into one buffer: `meta` is a handful of known fields, not worth a tree.
+    /// Without the formatter and without a first `text/plain` content type for the JSON one to
+    /// replace (what `(status, String).into_response()` does): both were a measured part of the
+    /// health route's instructions (`BENCHMARKS.md`, issue 18).
     fn into_response(self) -> Response {
-        use std::fmt::Write as _;
         let id = request_id();
         let start = |json: &str| {
             let mut body = String::with_capacity(json.len() + 192);
@@ -122,19 +124,29 @@ impl IntoResponse for Reply {
         // Request ids are ASCII letters, digits and `_`: written as they are; serde_json quotes the odd
         // internal label that is not.
         body.push_str(",\"meta\":{\"request_id\":");
-        if id.as_str().bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+        let id = id.as_str();
+        if id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
             body.push('"');
-            body.push_str(id.as_str());
+            body.push_str(id);
             body.push('"');
         } else {
-            let _ = write!(body, "{}", Value::from(id.as_str()));
+            body.push_str(&Value::from(id).to_string());
         }
-        let _ = write!(body, ",\"api_version\":\"{API_VERSION}\"");
+        body.push_str(",\"api_version\":\"");
+        body.push_str(API_VERSION);
+        body.push('"');
         if let Some((total, page)) = self.window {
-            let _ = write!(body, ",\"total\":{total},\"limit\":{},\"offset\":{}", page.limit(), page.offset());
+            let mut number = itoa::Buffer::new();
+            for (name, n) in
+                [(",\"total\":", total), (",\"limit\":", u64::from(page.limit())), (",\"offset\":", page.offset())]
+            {
+                body.push_str(name);
+                body.push_str(number.format(n));
+            }
         }
         body.push_str("}}");
-        let mut resp = (self.status, body).into_response();
+        let mut resp = Response::new(axum::body::Body::from(body));
+        *resp.status_mut() = self.status;
         resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
         resp
     }

@@ -107,6 +107,15 @@ impl RequestId {
         Self(Repr::Named(what.into()))
     }
 
+    /// The id's bytes, without the UTF-8 check `as_str` makes (for a header value, which checks
+    /// its own bytes).
+    pub fn as_bytes(&self) -> &[u8] {
+        match &self.0 {
+            Repr::Minted(text) => text,
+            Repr::Named(text) => text.as_bytes(),
+        }
+    }
+
     pub fn as_str(&self) -> &str {
         match &self.0 {
             // Always ASCII (written above from `req_` and hex digits): the check cannot fail.
@@ -161,6 +170,7 @@ mod tests {
         let id = RequestId::new(0x0123_4567_89ab_cdef, 0x2a);
         assert_eq!(id.as_str(), "req_0123456789abcdef0000002a");
         assert_eq!(id.to_string(), id.as_str());
+        assert_eq!(id.as_bytes(), id.as_str().as_bytes());
         assert_eq!(format!("{id:?}"), "RequestId(\"req_0123456789abcdef0000002a\")");
         let (low, wrapped) = (RequestId::new(7, 5), RequestId::new(7, (1 << 32) | 5));
         assert_ne!(low, wrapped, "same low 32 bits, different counters");
