@@ -93,7 +93,7 @@ fn run(o: &Options) -> Result<(), String> {
     let list =
         json!({ "name": "big", "display_name": "Big", "owner_email": BENCH_EMAIL, "subscription_policy": "open" });
     api.expect("POST", "/api/v1/domains/example.org/lists", &list, &[201])?;
-    println!("bench-admin: courrier {} (release), load average {} at start", courrier.display(), loadavg());
+    println!("bench-admin: courrier {}, load average {} at start", courrier.display(), loadavg());
 
     let t = Instant::now();
     let csv = dir.path().join("members.csv");

@@ -115,7 +115,7 @@ fn run(o: &Options) -> Result<(), String> {
         .build()
         .map_err(|e| e.to_string())?;
     let api = Admin { port, key };
-    println!("bench-subscribers: courrier {} (release), load average {} at start", courrier.display(), loadavg());
+    println!("bench-subscribers: courrier {}, load average {} at start", courrier.display(), loadavg());
     if o.scenario != "pages" {
         rt.block_on(login_links(o, &api, &sink))?;
         server.check_alive()?;
