@@ -177,15 +177,7 @@ fn probe(app: &TestApp, admin: &User, method: &str, path: &str, n: usize) -> (St
             None,
             &news.0,
             &news.1,
-            AddMember {
-                email: email(&format!("member{n}@example.net")),
-                display_name: None,
-                delivery_mode: DeliveryMode::Regular,
-                force: false,
-                consent_source: None,
-                consent_evidence: None,
-                source_ip: None,
-            },
+            AddMember::regular(email(&format!("member{n}@example.net"))),
         )
         .unwrap()
         .ran()

@@ -386,7 +386,7 @@ mod tests {
     use crate::kernel::Clock;
     use crate::kernel::{DomainName, EmailAddress, ListName};
     use crate::mailing::members::{self, AddMember};
-    use crate::mailing::model::{DeliveryMode, SubscriptionPolicy};
+    use crate::mailing::model::SubscriptionPolicy;
     use crate::mailing::{domains, lists, sends};
     use crate::testing::{FixedClock, RecordingTransport};
     use std::sync::Arc;
@@ -433,15 +433,7 @@ mod tests {
         };
         lists::create(&app, &p, &ctx, &d, new_list).unwrap();
         for i in 0..n {
-            let req = AddMember {
-                email: EmailAddress::parse(&format!("m{i}@example.net")).unwrap(),
-                display_name: None,
-                delivery_mode: DeliveryMode::Regular,
-                force: false,
-                consent_source: None,
-                consent_evidence: None,
-                source_ip: None,
-            };
+            let req = AddMember::regular(EmailAddress::parse(&format!("m{i}@example.net")).unwrap());
             members::add(&app, &p, &ctx, None, &d, &l, req).unwrap();
         }
         mail.sent.lock().unwrap().clear(); // the owner's invitation
@@ -695,15 +687,7 @@ mod tests {
         };
         lists::create(&w.app, &p, &ctx, &d, new_list).unwrap();
         for i in 0..2 {
-            let req = AddMember {
-                email: EmailAddress::parse(&format!("o{i}@example.com")).unwrap(),
-                display_name: None,
-                delivery_mode: DeliveryMode::Regular,
-                force: false,
-                consent_source: None,
-                consent_evidence: None,
-                source_ip: None,
-            };
+            let req = AddMember::regular(EmailAddress::parse(&format!("o{i}@example.com")).unwrap());
             members::add(&w.app, &p, &ctx, None, &d, &other, req).unwrap();
         }
         let msg = sends::NewMessage { subject: "Other".into(), text: Some("x".into()), html: None };

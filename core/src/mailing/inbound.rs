@@ -612,7 +612,7 @@ pub(crate) mod tests {
         use crate::access::users::{self, NewUser};
         use crate::kernel::{Clock, EmailAddress};
         use crate::mailing::members::{self, AddMember};
-        use crate::mailing::model::{DeliveryMode, SubscriptionPolicy};
+        use crate::mailing::model::SubscriptionPolicy;
         use crate::mailing::{domains, lists};
         use std::sync::Arc;
         let dir = tempfile::tempdir().unwrap();
@@ -642,15 +642,7 @@ pub(crate) mod tests {
             subscription_policy: Some(SubscriptionPolicy::Open),
         };
         lists::create(&app, &p, &ctx, &d, new_list).unwrap();
-        let req = AddMember {
-            email: EmailAddress::parse("m@example.net").unwrap(),
-            display_name: None,
-            delivery_mode: DeliveryMode::Regular,
-            force: false,
-            consent_source: None,
-            consent_evidence: None,
-            source_ip: None,
-        };
+        let req = AddMember::regular(EmailAddress::parse("m@example.net").unwrap());
         members::add(&app, &p, &ctx, None, &d, &l, req).unwrap();
         (app, dir)
     }

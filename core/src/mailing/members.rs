@@ -35,6 +35,20 @@ pub struct AddMember {
 }
 
 impl AddMember {
+    /// The plainest request: the address alone, regular delivery, no consent attested (the
+    /// list's subscription policy decides).
+    pub fn regular(email: EmailAddress) -> Self {
+        Self {
+            email,
+            display_name: None,
+            delivery_mode: DeliveryMode::Regular,
+            force: false,
+            consent_source: None,
+            consent_evidence: None,
+            source_ip: None,
+        }
+    }
+
     /// A request as both frontends receive it: an empty name, source or evidence is none; the
     /// delivery mode is `regular` unless given.
     pub fn new(
@@ -594,15 +608,7 @@ mod tests {
         };
         lists::create(&app, &p, &ctx, &d, new).unwrap();
         let a = EmailAddress::parse("a@example.net").unwrap();
-        let req = AddMember {
-            email: a.clone(),
-            display_name: None,
-            delivery_mode: DeliveryMode::Regular,
-            force: false,
-            consent_source: None,
-            consent_evidence: None,
-            source_ip: None,
-        };
+        let req = AddMember::regular(a.clone());
         add(&app, &p, &ctx, None, &d, &l, req).unwrap();
 
         let removed = remove(&app, &p, &ctx, &d, &l, &MemberRef::Email(a.clone())).unwrap();

@@ -517,7 +517,7 @@ fn two_mailing_servers(
     use crate::access::users::{self, NewUser};
     use crate::kernel::{DomainName, EmailAddress, ListName};
     use crate::mailing::members::{self, AddMember};
-    use crate::mailing::model::{DeliveryMode, SubscriptionPolicy};
+    use crate::mailing::model::SubscriptionPolicy;
     use crate::mailing::{domains, lists};
     use crate::testing::{FixedClock, RecordingTransport};
     let url = server.fresh_database().unwrap();
@@ -545,15 +545,7 @@ fn two_mailing_servers(
     };
     lists::create(&apps[0], &p, &ctx, &d, new_list).unwrap();
     for i in 0..n {
-        let req = AddMember {
-            email: EmailAddress::parse(&format!("m{i}@d{}.example", i % 7)).unwrap(),
-            display_name: None,
-            delivery_mode: DeliveryMode::Regular,
-            force: false,
-            consent_source: None,
-            consent_evidence: None,
-            source_ip: None,
-        };
+        let req = AddMember::regular(EmailAddress::parse(&format!("m{i}@d{}.example", i % 7)).unwrap());
         members::add(&apps[i % 2], &p, &ctx, None, &d, &l, req).unwrap();
     }
     mails[0].sent.lock().unwrap().clear(); // the owner's invitation

@@ -132,13 +132,8 @@ mod scoring {
         lists::create(&app, &p, &ctx, &d, new_list).unwrap();
         for i in 0..n {
             let req = AddMember {
-                email: EmailAddress::parse(&format!("m{i}@example.net")).unwrap(),
-                display_name: None,
                 delivery_mode: if i == n - 1 && n > 2 { DeliveryMode::Digest } else { DeliveryMode::Regular },
-                force: false,
-                consent_source: None,
-                consent_evidence: None,
-                source_ip: None,
+                ..AddMember::regular(EmailAddress::parse(&format!("m{i}@example.net")).unwrap())
             };
             members::add(&app, &p, &ctx, None, &d, &l, req).unwrap();
         }

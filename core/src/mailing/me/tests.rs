@@ -47,15 +47,7 @@ fn world() -> World {
         subscription_policy: Some(SubscriptionPolicy::Open),
     };
     lists::create(&app, &p, &ctx, &d, new_list).unwrap();
-    let add = AddMember {
-        email: EmailAddress::parse(SUBSCRIBER).unwrap(),
-        display_name: None,
-        delivery_mode: DeliveryMode::Regular,
-        force: false,
-        consent_source: None,
-        consent_evidence: None,
-        source_ip: None,
-    };
+    let add = AddMember::regular(EmailAddress::parse(SUBSCRIBER).unwrap());
     members::add(&app, &p, &ctx, None, &d, &ListName::parse("news").unwrap(), add).unwrap();
     World { app, clock, mail, _dir: dir }
 }
