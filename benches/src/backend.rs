@@ -4,8 +4,9 @@
 //! process a harness runs on that directory ([`crate::cli`], [`crate::serve_command`],
 //! [`crate::worker_command`]) is given the same `COURRIER_DATABASE_URL` and `COURRIER_MASTER_KEY`.
 
-use courrier_core::adapters::{
-    PostgresTestServer, copy_postgres_database_at, drop_postgres_database_at, fresh_postgres_database_at,
+use courrier_store_postgres::test_server::{
+    TestServer as PostgresTestServer, copy_database_at as copy_postgres_database_at,
+    drop_database_at as drop_postgres_database_at, fresh_database_at as fresh_postgres_database_at,
 };
 use std::path::Path;
 use std::sync::Mutex;

@@ -217,9 +217,7 @@ impl Config {
             .map(|s| s.trim().to_owned())
             .filter(|s| !s.is_empty())
             .map(|url| {
-                courrier_core::adapters::check_database_url(&url)
-                    .map(|()| url)
-                    .map_err(|e| invalid("COURRIER_DATABASE_URL", e))
+                courrier_store_postgres::check_url(&url).map(|()| url).map_err(|e| invalid("COURRIER_DATABASE_URL", e))
             })
             .transpose()?;
         let master_key = get("COURRIER_MASTER_KEY")

@@ -38,7 +38,7 @@ pub enum CliError {
     #[error(transparent)]
     Page(#[from] courrier_core::kernel::PageError),
     #[error(transparent)]
-    StoreCopy(#[from] courrier_core::adapters::store_copy::StoreCopyError),
+    StoreCopy(#[from] courrier_store_postgres::store_copy::StoreCopyError),
 }
 
 impl CoreError for CliError {

@@ -237,8 +237,8 @@ fn execute(cli: Cli) -> Result<(), CliError> {
             let version = courrier_core::kernel::VersionInfo {
                 build: build_info(),
                 backend: match &config.database_url {
-                    Some(url) => courrier_core::adapters::describe_postgres_backend(url),
-                    None => courrier_core::adapters::sqlite::describe_backend(),
+                    Some(url) => courrier_store_postgres::describe_backend(url),
+                    None => courrier_store_sqlite::describe_backend(),
                 },
             };
             let doc = courrier_core::system::version_view(&version);

@@ -3,12 +3,13 @@
 use crate::config::Config;
 use crate::config::ConfigError;
 use crate::error::CliError;
-use courrier_core::adapters::{smtp::SmtpTransport, sqlite::SqliteStore, system_clock::SystemClock};
+use courrier_core::adapters::{smtp::SmtpTransport, system_clock::SystemClock};
 use courrier_core::kernel::{BuildInfo, Clock, Settings, VersionInfo};
 use courrier_core::mailing::delivery::DeliveryConfig;
 use courrier_core::storage::Database;
 use courrier_core::{access, mailing, ocr};
 use courrier_http::server::ServerLimits;
+use courrier_store_sqlite::SqliteStore;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -85,7 +86,7 @@ fn master_key(config: &Config) -> Result<Option<&courrier_core::adapters::data_k
 fn open_backend(config: &Config, now_micros: i64) -> Result<Backend, CliError> {
     let Some(url) = &config.database_url else {
         let store = SqliteStore::open(&config.database_path(), now_micros)?;
-        store.set_search_limits(courrier_core::adapters::sqlite::SearchLimits {
+        store.set_search_limits(courrier_store_sqlite::SearchLimits {
             min_members: config.search_min_members,
             budget_bytes: usize::try_from(config.search_cache_mib << 20).unwrap_or(usize::MAX),
             ..Default::default()
@@ -100,14 +101,14 @@ fn open_backend(config: &Config, now_micros: i64) -> Result<Backend, CliError> {
         // Accepted mail is committed in a file of its own, so an LMTP 250 never waits for the main
         // database's writer (processing and delivery commit there). Missing: created; unreadable:
         // the start is refused (it may hold acknowledged mail).
-        let spool = courrier_core::adapters::sqlite::SqliteSpool::open(&config.data_dir.join("spool.db"))?;
+        let spool = courrier_store_sqlite::SqliteSpool::open(&config.data_dir.join("spool.db"))?;
         let spool: Option<Arc<dyn mailing::ports::Spool>> = Some(Arc::new(spool));
         return Ok(Backend { stores: stores(Arc::new(store)), data_key, blobs: None, limits: None, jobs, spool });
     };
     let master = master_key(config)?.expect("checked before");
-    let store = courrier_core::adapters::PostgresStore::open(url, now_micros)?;
+    let store = courrier_store_postgres::PostgresStore::open(url, now_micros)?;
     let data_key = store.data_key(master, now_micros).map_err(|e| match e {
-        courrier_core::adapters::PostgresDataKeyError::Store(e) => CliError::from(e),
+        courrier_store_postgres::DataKeyError::Store(e) => CliError::from(e),
         other => ConfigError::Invalid { var: "COURRIER_MASTER_KEY", reason: other.to_string() }.into(),
     })?;
     let blobs: Option<Arc<dyn ocr::blobs::BlobStore>> =

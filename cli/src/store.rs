@@ -6,8 +6,8 @@ use crate::config::{Config, ConfigError};
 use crate::error::CliError;
 use crate::output;
 use clap::Subcommand;
-use courrier_core::adapters::store_copy::{self, CopyReport, CopyRequest, Progress, StoreCopyError};
 use courrier_core::kernel::Clock;
+use courrier_store_postgres::store_copy::{self, CopyReport, CopyRequest, Progress, StoreCopyError};
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
@@ -29,7 +29,7 @@ const STOP_AFTER: &str = "COURRIER_STORE_COPY_STOP_AFTER_BATCHES";
 pub fn store(config: &Config, cmd: StoreCommand, json: bool) -> Result<(), CliError> {
     let StoreCommand::Copy { to } = cmd;
     let to = to.trim().to_owned();
-    courrier_core::adapters::check_database_url(&to).map_err(|reason| ConfigError::Invalid { var: "--to", reason })?;
+    courrier_store_postgres::check_url(&to).map_err(|reason| ConfigError::Invalid { var: "--to", reason })?;
     let master = config.master_key.as_ref().ok_or_else(|| ConfigError::Required {
         var: "COURRIER_MASTER_KEY",
         reason: "the copied installation's data key (webhook secrets, DKIM keys) is stored in the database sealed \

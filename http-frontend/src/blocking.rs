@@ -2,8 +2,6 @@
 //! `run_blocking`), and a thread of lower priority for bulk work (`run_bulk`).
 
 use crate::error::ApiError;
-use courrier_core::storage::{Store, StoreError, Transaction, WriteJob, run_here};
-use std::sync::Arc;
 
 /// Runs `f` on tokio's blocking pool. A panic inside `f` is logged and becomes a plain 500;
 /// the server goes on serving.
@@ -25,46 +23,28 @@ where
     }
 }
 
-/// Hands a write to the store's writer thread ([`Store::submit`]) and waits for its answer there;
-/// where the store has no such thread, runs it on the blocking pool ([`run_here`]). Either way
-/// in the request's span, and answered only once its commit is decided.
-pub async fn run_write<X, T, J, F>(store: Arc<dyn Store<X>>, make: F) -> Result<T, ApiError>
+/// Starts a write through its context's service (`start`, e.g. `members::add_submitted`), in the
+/// request's span, and waits for its answer: the service hands it to the store's writer thread,
+/// which answers from there once its commit is decided, or gives it back (`Some(run)`), and then
+/// it runs on the blocking pool.
+pub async fn run_write<T, F, R>(start: F) -> Result<T, ApiError>
 where
-    X: ?Sized + Transaction + 'static,
     T: Send + 'static,
-    J: WriteJob<X> + 'static,
-    F: FnOnce(Box<dyn FnOnce(T) + Send>) -> J,
+    F: FnOnce(Box<dyn FnOnce(T) + Send>) -> Option<R>,
+    R: FnOnce() + Send + 'static,
 {
     let span = tracing::info_span!("request", request_id = %crate::envelope::current_request_id());
     let (tx, rx) = tokio::sync::oneshot::channel();
-    let job = InSpan { job: make(Box::new(move |out| drop(tx.send(out)))), span };
-    if let Err(job) = store.submit(Box::new(job)) {
+    let given_back = span.in_scope(|| start(Box::new(move |out| drop(tx.send(out)))));
+    if let Some(run) = given_back {
         run_blocking(move || {
-            run_here(&*store, job);
+            run();
             Ok(())
         })
         .await?;
     }
     // Dropped unanswered only by a panic (logged where it happened).
     rx.await.map_err(|_| ApiError::internal(&"a write ended without an answer"))
-}
-
-/// A write run in its request's span (its log lines carry the request's id).
-struct InSpan<J> {
-    job: J,
-    span: tracing::Span,
-}
-
-impl<X: ?Sized, J: WriteJob<X>> WriteJob<X> for InSpan<J> {
-    fn run(&mut self, tx: &mut X) -> bool {
-        let Self { job, span } = self;
-        span.in_scope(|| job.run(tx))
-    }
-
-    fn done(self: Box<Self>, outcome: Result<(), StoreError>) {
-        let Self { job, span } = *self;
-        span.in_scope(|| Box::new(job).done(outcome));
-    }
 }
 
 /// How much lower than the request handlers' the priority of bulk work is by default (a nice

@@ -519,7 +519,7 @@ async fn deliver<W: AsyncWrite + Unpin>(
             // The store thread answers every job it takes; a closed channel is a store failure.
             rx.await.unwrap_or_else(|_| {
                 tracing::error!("LMTP: the store thread ended without an answer");
-                vec![Err(InboundError::Store(courrier_core::storage::StoreError::Busy)); n]
+                vec![Err(InboundError::unavailable()); n]
             })
         }
         _ => Vec::new(),
@@ -542,7 +542,7 @@ async fn deliver<W: AsyncWrite + Unpin>(
                     resolved.stored(&r.address, &Err(e));
                     refused
                 }
-                None => refusal(&r.address, &InboundError::Store(courrier_core::storage::StoreError::Busy)),
+                None => refusal(&r.address, &InboundError::unavailable()),
             }
         };
         out.push_str(&line);
@@ -579,7 +579,7 @@ async fn blocking<T: Send + 'static>(
         Ok(out) => out,
         Err(join) => {
             tracing::error!(error = %join, "LMTP: core call failed");
-            Err(InboundError::Store(courrier_core::storage::StoreError::Busy))
+            Err(InboundError::unavailable())
         }
     }
 }

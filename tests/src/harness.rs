@@ -223,7 +223,7 @@ pub fn database_env(dir: &Path) -> Vec<(&'static str, String)> {
     let url = match std::fs::read_to_string(&record) {
         Ok(url) => url.trim().to_owned(),
         Err(_) => {
-            let url = courrier_core::adapters::fresh_postgres_database_at(&admin)
+            let url = courrier_store_postgres::test_server::fresh_database_at(&admin)
                 .unwrap_or_else(|e| panic!("{POSTGRES_VAR}={admin}: {e}"));
             std::fs::write(&record, &url).expect("the data directory takes the database's URL");
             url
@@ -254,10 +254,8 @@ pub fn skip_on_postgres(why: &str) -> bool {
 /// PostgreSQL database the suite gave it), for tests that read what a stopped server left.
 pub fn open_mailing_store(dir: &Path) -> std::sync::Arc<courrier_core::mailing::ports::Store> {
     match std::fs::read_to_string(dir.join(".test-database-url")) {
-        Ok(url) => std::sync::Arc::new(courrier_core::adapters::PostgresStore::open(url.trim(), 0).unwrap()),
-        Err(_) => std::sync::Arc::new(
-            courrier_core::adapters::sqlite::SqliteStore::open(&dir.join("courrier.db"), 0).unwrap(),
-        ),
+        Ok(url) => std::sync::Arc::new(courrier_store_postgres::PostgresStore::open(url.trim(), 0).unwrap()),
+        Err(_) => std::sync::Arc::new(courrier_store_sqlite::SqliteStore::open(&dir.join("courrier.db"), 0).unwrap()),
     }
 }
 

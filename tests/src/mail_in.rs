@@ -604,7 +604,7 @@ fn spooled(dir: &std::path::Path) -> Vec<String> {
     if dir.join(".test-database-url").exists() {
         return Vec::new();
     }
-    let spool = courrier_core::adapters::sqlite::SqliteSpool::open(&dir.join("spool.db")).unwrap();
+    let spool = courrier_store_sqlite::SqliteSpool::open(&dir.join("spool.db")).unwrap();
     spool.oldest(100_000).unwrap().into_iter().map(|m| m.key).collect()
 }
 

@@ -8,8 +8,8 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use courrier_core::access::principal::RequestCtx;
 use courrier_core::access::{Principal, keys};
-use courrier_core::adapters::PostgresTestServer;
 use courrier_core::kernel::EventName;
+use courrier_store_postgres::test_server::TestServer as PostgresTestServer;
 use courrier_tests::harness::{Client, ProcessApp, Resp, SmtpSink, TestApp, courrier_bin, run_cli, run_cli_with_stdin};
 use courrier_tests::peers::{DnsServer, Receiver};
 use serde_json::{Value, json};
@@ -610,7 +610,7 @@ fn one_idempotency_key_sent_to_two_servers_runs_once() {
 
     // What ran, as the installation records it: one send, one member b.
     let store: std::sync::Arc<courrier_core::mailing::ports::Store> =
-        std::sync::Arc::new(courrier_core::adapters::PostgresStore::open(&env[0].1, 0).unwrap());
+        std::sync::Arc::new(courrier_store_postgres::PostgresStore::open(&env[0].1, 0).unwrap());
     let events = courrier_core::storage::in_read(&*store, |tx| tx.events_after(None, 100_000)).unwrap();
     let named = |name: EventName| events.iter().filter(|e| e.name == name).map(|e| e.data.clone()).collect::<Vec<_>>();
     let submitted = named(EventName::SendSubmitted);

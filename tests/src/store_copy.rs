@@ -10,11 +10,13 @@ use base64::engine::general_purpose::STANDARD as B64;
 use courrier_core::access::model::{KeyScope, Role};
 use courrier_core::access::principal::RequestCtx;
 use courrier_core::access::{Perm, Principal};
-use courrier_core::adapters::{PostgresTestServer, PostgresTestServerError};
 use courrier_core::kernel::{DomainName, EmailAddress, ListName};
 use courrier_core::mailing::domains;
 use courrier_core::mailing::model::{DeliveryMode, MemberStatus, NewMember, PendingReason, SubscriptionPolicy};
 use courrier_core::storage::{in_read, in_write};
+use courrier_store_postgres::test_server::{
+    TestServer as PostgresTestServer, TestServerError as PostgresTestServerError,
+};
 use courrier_tests::harness::{SmtpSink, TestApp, free_port, run_cli_in};
 use courrier_tests::peers::{DnsServer, Receiver};
 use serde_json::{Value, json};

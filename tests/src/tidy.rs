@@ -38,10 +38,39 @@ fn rel(path: &Path) -> String {
     path.strip_prefix(workspace_root()).unwrap_or(path).display().to_string()
 }
 
-const CRATE_SOURCES: [&str; 6] =
-    ["core/src", "http-frontend/src", "mail-frontend/src", "cli/src", "tests/src", "benches/src"];
+const CRATE_SOURCES: [&str; 10] = [
+    "core/src",
+    "store-sql/src",
+    "store-sqlite/src",
+    "store-postgres/src",
+    "http-frontend/src",
+    "mail-frontend/src",
+    "cli/src",
+    "tests/src",
+    "benches/src",
+    "store-sqlite/tests",
+];
 
-/// Libraries that reach the outside world: only core's adapters may import them.
+/// Where adapter libraries may be imported: core's adapters, and the store's adapter crates for
+/// their own databases (SQLite; PostgreSQL, which also reads an SQLite file for `store copy`).
+const ADAPTER_DIRS: [(&str, &[&str]); 3] = [
+    ("core/src/adapters", &ADAPTER_LIBRARIES),
+    ("store-sqlite/src", &["rusqlite", "r2d2"]),
+    ("store-postgres/src", &["postgres", "r2d2", "rusqlite"]),
+];
+
+/// The database crates: no manifest but the store adapters' names one.
+const DATABASE_CRATES: [&str; 5] = ["rusqlite", "r2d2", "r2d2_sqlite", "postgres", "r2d2_postgres"];
+
+/// Whether `code` names library `lib` as a path (`lib::x`, `use lib`), not as the end of a longer
+/// name (`courrier_store_postgres::` names our crate, not the `postgres` crate).
+fn names_library(code: &str, lib: &str) -> bool {
+    let as_path = format!("{lib}::");
+    code.match_indices(&as_path).any(|(i, _)| !code[..i].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_'))
+        || code.contains(&format!("use {lib}"))
+}
+
+/// Libraries that reach the outside world: only adapters may import them.
 const ADAPTER_LIBRARIES: [&str; 19] = [
     "rusqlite",
     "r2d2",
@@ -81,32 +110,74 @@ fn core_rules_use_no_async_and_no_http_types() {
 }
 
 #[test]
-fn only_core_adapters_import_adapter_libraries() {
+fn only_adapters_import_adapter_libraries() {
     let root = workspace_root();
-    let adapters = root.join("core/src/adapters");
     for dir in CRATE_SOURCES {
-        for file in rust_files(&root.join(dir)).into_iter().filter(|f| !f.starts_with(&adapters)) {
+        for file in rust_files(&root.join(dir)) {
+            let allowed: &[&str] =
+                ADAPTER_DIRS.iter().find(|(d, _)| file.starts_with(root.join(d))).map_or(&[], |(_, libs)| libs);
             let code = code_of(&file);
-            for lib in ADAPTER_LIBRARIES {
+            for lib in ADAPTER_LIBRARIES.into_iter().filter(|lib| !allowed.contains(lib)) {
                 // The test client (ureq) is the tests' own; it reaches nothing but 127.0.0.1.
                 let tests_client = lib == "ureq" && (dir == "tests/src" || file.ends_with("pipeline_tests.rs"));
                 // Benchmarks drive the server over HTTP like a client, and time the same SQL on the
                 // same database file as their baseline: measuring instruments, not product code.
                 // bench-webhooks' HTTPS receiver is a rustls server of its own.
                 let bench_instrument = dir == "benches/src" && (lib == "ureq" || lib == "rusqlite" || lib == "rustls");
-                let used = code.contains(&format!("{lib}::")) || code.contains(&format!("use {lib}"));
-                assert!(
-                    !used || tests_client || bench_instrument,
-                    "{} uses {lib}: only core/src/adapters/ may",
-                    rel(&file)
-                );
+                let used = names_library(&code, lib);
+                assert!(!used || tests_client || bench_instrument, "{} uses {lib}: only an adapter may", rel(&file));
             }
         }
     }
-    for manifest in ["http-frontend/Cargo.toml", "mail-frontend/Cargo.toml", "cli/Cargo.toml"] {
+}
+
+/// Cargo, not a text search, keeps SQL out of the rules: core and the frontends depend on no
+/// database crate, and the frontends on no store adapter (the composition root, the CLI, chooses
+/// the store; a frontend's own tests may build one).
+#[test]
+fn only_the_store_crates_depend_on_a_database() {
+    let root = workspace_root();
+    let dependencies = |manifest: &str| {
         let text = read(&root.join(manifest));
-        for lib in ["rusqlite", "r2d2"] {
-            assert!(!text.contains(lib), "{manifest} depends on {lib}");
+        let deps = text.split("[dependencies]").nth(1).unwrap_or("");
+        deps.split("\n[").next().unwrap_or("").to_owned()
+    };
+    for manifest in [
+        "core/Cargo.toml",
+        "store-sql/Cargo.toml",
+        "http-frontend/Cargo.toml",
+        "mail-frontend/Cargo.toml",
+        "cli/Cargo.toml",
+    ] {
+        let deps = dependencies(manifest);
+        for lib in DATABASE_CRATES {
+            let line = deps.lines().any(|l| l.split(['.', ' ', '=']).next() == Some(lib));
+            assert!(!line, "{manifest} depends on {lib}: only the store's adapter crates may");
+        }
+    }
+    for manifest in ["http-frontend/Cargo.toml", "mail-frontend/Cargo.toml"] {
+        assert!(!dependencies(manifest).contains("courrier-store"), "{manifest} depends on a store adapter");
+    }
+}
+
+/// A route calls its context's service, which decides where a write runs (the store's writer
+/// thread, or the caller's): no frontend names the storage machinery (stores, transactions, write
+/// jobs, the store's errors) nor a store adapter. Their tests may build a real store.
+#[test]
+fn frontends_name_no_storage_machinery() {
+    let root = workspace_root();
+    for dir in ["http-frontend/src", "mail-frontend/src"] {
+        let is_tests = |f: &PathBuf| f.file_name().is_some_and(|n| n.to_string_lossy().ends_with("tests.rs"));
+        for file in rust_files(&root.join(dir)).into_iter().filter(|f| !is_tests(f)) {
+            let code = code_of(&file);
+            let code = code.split("#[cfg(test)]").next().unwrap_or("");
+            for machinery in ["courrier_core::storage", "courrier_store"] {
+                assert!(
+                    !code.contains(machinery),
+                    "{} names {machinery}: a frontend calls its context's service",
+                    rel(&file)
+                );
+            }
         }
     }
 }

@@ -491,10 +491,7 @@ impl Courrier {
         let port = free_port()?;
         let mut cmd = serve_command(&opts.courrier, data_dir, port);
         // The search snapshot's build (time, rows, bytes) is reported by the list scenario.
-        cmd.env(
-            "COURRIER_LOG",
-            "warn,courrier_core::adapters::sqlite::search=info,courrier_core::mailing::import=debug",
-        );
+        cmd.env("COURRIER_LOG", "warn,courrier_store_sqlite::search=info,courrier_core::mailing::import=debug");
         let mut server = Server::start(name, cmd, port, data_dir.join("server.log"))?;
         server.wait_healthy()?;
         let this = Self { server, keys, base: format!("http://127.0.0.1:{port}") };
@@ -597,7 +594,7 @@ impl Template {
     }
 }
 
-/// The pragmas of courrier's one writing connection (`core/src/adapters/sqlite/mod.rs`).
+/// The pragmas of courrier's one writing connection (`store-sqlite/src/lib.rs`).
 const WRITER_PRAGMAS: &str = "PRAGMA journal_mode=WAL;
 PRAGMA synchronous=FULL;
 PRAGMA foreign_keys=ON;

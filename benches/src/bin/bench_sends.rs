@@ -635,7 +635,7 @@ impl Courrier {
 // Scenario 1: fan-out to 100,000 members
 // ---------------------------------------------------------------------------------------------
 
-/// `copies` as `core/src/adapters/sqlite/migrations/0004_sends.sql` creates it, with its indexes.
+/// `copies` as `store-sqlite/src/migrations/0004_sends.sql` creates it, with its indexes.
 const COPIES_DDL: &str = "CREATE TABLE copies (
     id INTEGER PRIMARY KEY, send_id INTEGER NOT NULL, list_id INTEGER NOT NULL, member_id INTEGER NOT NULL,
     recipient TEXT NOT NULL, dest_domain TEXT NOT NULL, state TEXT NOT NULL CHECK (state IN ('queued', 'sending',

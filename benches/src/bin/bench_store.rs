@@ -23,8 +23,6 @@ use courrier_benches::{harness_main, loadavg};
 use courrier_core::access::limits::{Limiter, Limits};
 use courrier_core::access::model::{ApiKey, KeyId, KeyScope, Perm, PermSet, Profile, Role, UserId};
 use courrier_core::access::ports::Store;
-use courrier_core::adapters::sqlite::SqliteStore;
-use courrier_core::adapters::{PostgresStore, PostgresTestServer as TestServer};
 use courrier_core::kernel::{
     Actor, DomainName, EmailAddress, ListName, NewAuditEntry, Outcome, Page, RequestId, Timestamp,
 };
@@ -34,6 +32,8 @@ use courrier_core::mailing::model::{
 };
 use courrier_core::mailing::ports::{NewDomain, Store as MailingStore};
 use courrier_core::storage::{StoreError, in_read, in_write};
+use courrier_store_postgres::{PostgresStore, test_server::TestServer};
+use courrier_store_sqlite::SqliteStore;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;

@@ -2,7 +2,7 @@
 //! per address and per source, and sliding windows of other operations. [`Limits`] is the port;
 //! [`Limiter`] keeps them in this process's memory (a lone server on SQLite). Several servers on
 //! one PostgreSQL database count them in it instead (`decisions.md`), through the adapter in
-//! `adapters/postgres/limits.rs`, so that a key's quota is one quota for the installation.
+//! `store-postgres/src/limits.rs`, so that a key's quota is one quota for the installation.
 
 use super::AccessError;
 use crate::kernel::Timestamp;
@@ -200,8 +200,8 @@ impl Counters for MemoryCounters {
 /// The behaviour of every [`Limits`] and [`Counters`] adapter, counted through two "servers" that
 /// share one installation (`one` and `two` are the same object for the in-memory adapter): what
 /// one counted, the other sees.
-#[cfg(test)]
-pub(crate) fn shared_suite(one: &dyn Limits, two: &dyn Limits, c_one: &dyn Counters, c_two: &dyn Counters) {
+#[cfg(any(test, feature = "testing"))]
+pub fn shared_suite(one: &dyn Limits, two: &dyn Limits, c_one: &dyn Counters, c_two: &dyn Counters) {
     let retry = |r: Result<(), AccessError>| match r {
         Err(AccessError::RateLimited { retry_after }) => retry_after,
         other => panic!("expected a refusal, got {other:?}"),

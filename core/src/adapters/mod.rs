@@ -1,7 +1,8 @@
-//! Adapters: the only modules that import an outside library to reach the world (a database, a
-//! network, the system clock). Each implements a port that core's rules use.
+//! Adapters: the only modules of core that import an outside library to reach the world (a network,
+//! files, Tesseract, the system clock). Each implements a port that core's rules use. The store's
+//! adapters are crates of their own (`courrier-store-sqlite`, `courrier-store-postgres`): core
+//! depends on no database crate, so no rule can reach SQL.
 
-pub(crate) mod access_columns;
 pub mod blob_fs;
 pub mod data_key;
 pub mod dns;
@@ -10,27 +11,12 @@ pub mod image_codec;
 pub mod job_files;
 pub mod mail_accounts;
 pub mod mail_auth_dkim;
-pub(crate) mod mailing_columns;
 pub mod mime;
 pub mod open_files;
 pub mod openssl_dkim;
 pub mod pdf_attachments;
 pub mod pdf_sandbox;
-pub mod postgres;
-// The PostgreSQL adapter's names for the CLI and the benches: a path through the module would
-// read, to tests/src/tidy.rs, as their use of the `postgres` crate itself.
-pub use self::postgres::test_server::{
-    copy_database_at as copy_postgres_database_at, drop_database_at as drop_postgres_database_at,
-};
-pub use self::postgres::{
-    DataKeyError as PostgresDataKeyError, PostgresStore, check_url as check_database_url,
-    describe_backend as describe_postgres_backend, test_server::TestServer as PostgresTestServer,
-    test_server::TestServerError as PostgresTestServerError,
-    test_server::fresh_database_at as fresh_postgres_database_at,
-};
 pub mod smtp;
-pub mod sqlite;
-pub mod store_copy;
 pub mod system_clock;
 pub mod tesseract;
 

@@ -90,7 +90,9 @@ fn day(t: Timestamp) -> i64 {
 
 /// Records one bounce of `member` in `tx` (the rules above); the copy's own state is the
 /// caller's (a DSN marks a delivered copy `bounced`; the delivery worker records its outcome).
-pub(super) fn record(
+/// Public for the rule tests over a real store.
+#[doc(hidden)]
+pub fn record(
     tx: &mut dyn Tx,
     list: &MailingList,
     member: &mut Member,
@@ -208,7 +210,8 @@ pub fn receive(app: &Service, list_id: ListId, token: &str, raw: &[u8]) -> Resul
 /// A message at a bounce address as read before any transaction: its parts, the recognition's
 /// verdict, the copy its token names.
 #[derive(Debug, Clone)]
-pub(super) struct ReadBounce {
+#[doc(hidden)]
+pub struct ReadBounce {
     parsed: Parsed,
     verdict: Verdict,
     copy_id: Option<CopyId>,
@@ -249,7 +252,8 @@ pub fn copy_of_token(key: &DataKey, token: &str) -> Option<CopyId> {
 
 /// What [`act`] did in the transaction; [`after`] finishes it once committed.
 #[derive(Debug, Clone)]
-pub(super) struct Acted {
+#[doc(hidden)]
+pub struct Acted {
     /// The list and the message's subject, when the message is to be forwarded to its owners
     /// (`outcome` is `None`).
     forward: Option<(MailingList, String)>,

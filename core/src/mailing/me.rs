@@ -372,6 +372,3 @@ pub fn request_by_form(
         }
     }
 }
-
-#[cfg(test)]
-mod tests;

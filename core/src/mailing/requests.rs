@@ -155,7 +155,8 @@ pub fn command(m: &RequestMail) -> Option<Command> {
 
 /// What goes out once the request's transaction committed.
 #[derive(Debug)]
-pub(super) enum After {
+#[doc(hidden)]
+pub enum After {
     Nothing,
     Confirmation { list: MailingList, to: EmailAddress, token: String },
     Notice { to: EmailAddress, subject: String, body: String },
@@ -387,6 +388,3 @@ fn forward_to_owners(
     let message = OutgoingMessage { envelope_from: Some(app.settings.mail_from.clone()), recipients: owners, data };
     Ok((Outcome::Forwarded, After::Forward(message)))
 }
-
-#[cfg(test)]
-mod tests;

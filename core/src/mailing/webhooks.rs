@@ -479,8 +479,10 @@ impl CreatorReach {
     }
 }
 
-/// Fans the outbox's new events out to the webhooks that want them; how many deliveries.
-fn fan_out(tx: &mut dyn Tx, now: Timestamp) -> Result<u64, MailingError> {
+/// Fans the outbox's new events out to the webhooks that want them; how many deliveries. Public
+/// for the rule tests over a real store (a worker that dies after fanning out).
+#[doc(hidden)]
+pub fn fan_out(tx: &mut dyn Tx, now: Timestamp) -> Result<u64, MailingError> {
     let mut queued = 0;
     let hooks = tx.all_webhooks()?;
     if hooks.is_empty() {
@@ -676,6 +678,3 @@ fn outcome(
     }
     (DeliveryState::Queued, Some(next), Some(error))
 }
-
-#[cfg(test)]
-mod tests;

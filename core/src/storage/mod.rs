@@ -158,6 +158,40 @@ impl<X: ?Sized, J: WriteJob<X> + ?Sized> WriteJob<X> for Box<J> {
     }
 }
 
+/// Hands `job` to `store`'s writer thread ([`Store::submit`]), where it runs in the caller's
+/// tracing span (its log lines carry the request's id) and is answered once its commit is decided.
+/// Where the store has no writer thread, the write comes back as `Some(run)`: call it on a thread
+/// that may block (it runs the job with [`run_here`]). So the rule's service decides where its
+/// writes run, and a frontend only picks the thread that may wait.
+pub fn submit_write<X: ?Sized + Transaction + 'static>(
+    store: std::sync::Arc<dyn Store<X>>,
+    job: impl WriteJob<X> + 'static,
+) -> Option<impl FnOnce() + Send + 'static> {
+    let job = InSpan { job, span: tracing::Span::current() };
+    match store.submit(Box::new(job)) {
+        Ok(()) => None,
+        Err(job) => Some(move || run_here(&*store, job)),
+    }
+}
+
+/// A write run in the span it was handed over in.
+struct InSpan<J> {
+    job: J,
+    span: tracing::Span,
+}
+
+impl<X: ?Sized, J: WriteJob<X>> WriteJob<X> for InSpan<J> {
+    fn run(&mut self, tx: &mut X) -> bool {
+        let Self { job, span } = self;
+        span.in_scope(|| job.run(tx))
+    }
+
+    fn done(self: Box<Self>, outcome: Result<(), StoreError>) {
+        let Self { job, span } = *self;
+        span.in_scope(|| Box::new(job).done(outcome));
+    }
+}
+
 /// Runs `job` on the calling thread: a write transaction, committed or rolled back as `run` says.
 pub fn run_here<X: ?Sized + Transaction, J: WriteJob<X>>(store: &dyn Store<X>, mut job: J) {
     let mut tx = match store.write() {

@@ -121,7 +121,7 @@ pub(super) async fn add_member(
     let key = request_key(&p, &headers, "POST", &path, &bytes)?;
     // The write runs on the store's writer thread, answered from there after its group's commit.
     let app = &state.mailing;
-    let added = run_write(app.store.clone(), |answer| members::add_job(app, p, ctx, key, d, l, req, answer)).await??;
+    let added = run_write(|answer| members::add_submitted(app, p, ctx, key, d, l, req, answer)).await??;
     let done = match added {
         // A confirmation or a moderators' notice is sent after the commit, off the async threads.
         Keyed::Ran(added) if added.sends_mail() => {

@@ -1,0 +1,73 @@
+use super::{PgTx, get};
+use courrier_core::kernel::{Event, EventId, EventName, NewEvent, Timestamp, new_public_id};
+use courrier_core::storage::{OutboxRepo, StoreError};
+
+impl OutboxRepo for PgTx {
+    fn append_event(&mut self, e: &NewEvent) -> Result<Event, StoreError> {
+        let public_id = new_public_id(e.at);
+        let data = e.data.to_string();
+        let row = self.query_one(
+            "INSERT INTO outbox_events (public_id, name, at, domain_id, list_id, data)
+             VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+            &[&public_id, &e.name.as_str(), &e.at.unix_micros(), &e.domain_id, &e.list_id, &data],
+        )?;
+        Ok(Event {
+            id: EventId::from_stored(get(&row, 0)?),
+            public_id,
+            name: e.name,
+            at: e.at,
+            domain_id: e.domain_id,
+            list_id: e.list_id,
+            data: e.data.clone(),
+        })
+    }
+
+    fn append_events_json(
+        &mut self,
+        name: EventName,
+        at: Timestamp,
+        (domain_id, list_id): (Option<i64>, Option<i64>),
+        data: &[String],
+    ) -> Result<(), StoreError> {
+        // One statement for all of them: the ids and documents as two arrays, unnested in order.
+        let ids: Vec<String> = data.iter().map(|_| new_public_id(at)).collect();
+        self.execute(
+            "INSERT INTO outbox_events (public_id, name, at, domain_id, list_id, data)
+             SELECT p, $1, $2, $3, $4, d FROM unnest($5::TEXT[], $6::TEXT[]) WITH ORDINALITY AS t (p, d, n)
+             ORDER BY n",
+            &[&name.as_str(), &at.unix_micros(), &domain_id, &list_id, &ids, &data],
+        )?;
+        Ok(())
+    }
+
+    fn last_event_id(&mut self) -> Result<Option<EventId>, StoreError> {
+        let row = self.query_one("SELECT max(id) FROM outbox_events", &[])?;
+        Ok(get::<Option<i64>>(&row, 0)?.map(EventId::from_stored))
+    }
+
+    fn events_after(&mut self, after: Option<EventId>, limit: u32) -> Result<Vec<Event>, StoreError> {
+        let rows = self.query(
+            "SELECT id, public_id, name, at, domain_id, list_id, data FROM outbox_events
+             WHERE id > $1 ORDER BY id LIMIT $2",
+            &[&after.map_or(0, EventId::get), &i64::from(limit)],
+        )?;
+        rows.iter()
+            .map(|r| {
+                let (public_id, name, data): (String, String, String) = (get(r, 1)?, get(r, 2)?, get(r, 6)?);
+                let name = EventName::parse(&name)
+                    .ok_or_else(|| StoreError::Backend(format!("unknown event name {name:?} in the outbox")))?;
+                let data = serde_json::from_str(&data)
+                    .map_err(|e| StoreError::Backend(format!("event {public_id} holds invalid JSON: {e}")))?;
+                Ok(Event {
+                    id: EventId::from_stored(get(r, 0)?),
+                    public_id,
+                    name,
+                    at: Timestamp::from_unix_micros(get(r, 3)?),
+                    domain_id: get(r, 4)?,
+                    list_id: get(r, 5)?,
+                    data,
+                })
+            })
+            .collect()
+    }
+}
