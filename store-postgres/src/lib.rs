@@ -8,10 +8,16 @@
 //! shares ([`PgLimits`]).
 //!
 //! Transactions keep the semantics the rules were written against on SQLite:
-//! - a write takes the installation's write lock (a transaction-scoped advisory lock) at `BEGIN`,
-//!   as SQLite's `BEGIN IMMEDIATE` does: writers of every server take turns, each sees what the
-//!   previous one committed (READ COMMITTED under the lock), and outbox ids are committed in
-//!   order, so a cursor over them never skips one committed late;
+//! - an unkeyed write takes the installation's write lock (a transaction-scoped advisory lock) at
+//!   `BEGIN`, as SQLite's `BEGIN IMMEDIATE` does: it waits for every other writer of every server,
+//!   and sees what they committed (READ COMMITTED under the lock);
+//! - a keyed write ([`courrier_core::storage::WriteKey`], e.g. one list's) takes that lock shared
+//!   and its key's lock exclusively, in the same round trip as `BEGIN`: writes of one key take
+//!   turns, writes of different keys commit together (and PostgreSQL's group commit flushes them
+//!   together), and an unkeyed write still excludes them all;
+//! - since writers commit together, outbox ids are not committed in order: the outbox is read in
+//!   the order of the writing transactions' ids, only up to the oldest transaction still running
+//!   (`outbox.rs`), so a cursor never skips an event that commits late;
 //! - a read is one snapshot (REPEATABLE READ, READ ONLY);
 //! - a statement that may break a uniqueness rule runs in a savepoint of its own, so that
 //!   [`StoreError::Duplicate`] leaves the transaction usable, as a failed statement does in
@@ -48,7 +54,7 @@ pub use ocr::PgBlobs;
 pub mod test_server;
 mod webhooks;
 
-use courrier_core::storage::{Database, Store, StoreError, Transaction};
+use courrier_core::storage::{Database, Store, StoreError, Transaction, WriteKey};
 use postgres::types::ToSql;
 use postgres::{Client, NoTls, Row};
 use r2d2_postgres::PostgresConnectionManager;
@@ -61,8 +67,19 @@ type Conn = r2d2::PooledConnection<Manager>;
 /// up with [`StoreError::Busy`] (SQLite's busy time-out).
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 const POOL_SIZE: u32 = 16;
-/// The advisory lock every write transaction takes ("courrier" + 2 as one number).
+/// The advisory lock every write transaction takes ("courrier" + 2 as one number): exclusively
+/// for an unkeyed write, shared for a keyed one.
 const WRITE_LOCK: i64 = 0x636f_7572_7269_6502;
+/// The class of a write key's advisory lock ("cour"): the two-number form, a space of its own
+/// beside the one-number locks (the write lock, the job locks).
+const KEY_LOCK_CLASS: i32 = 0x636f_7572;
+
+/// A write key's lock number: 32 bits of FNV-1a over its text, the same in every process (std's
+/// hasher is seeded per process). Two keys that collide only take turns that they need not.
+fn key_lock(key: &courrier_core::storage::WriteKey) -> i32 {
+    let hash = key.as_str().bytes().fold(0x811c_9dc5_u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193));
+    i32::from_ne_bytes(hash.to_ne_bytes())
+}
 
 /// Statements kept prepared per connection (each is parsed and planned once per connection, not
 /// at every use: a round trip saved per statement). Past this many, the cache starts again.
@@ -223,12 +240,18 @@ impl PostgresStore {
         })
     }
 
-    fn begin(&self, write: bool) -> Result<Box<PgTx>, StoreError> {
+    fn begin(&self, write: Option<Write<'_>>) -> Result<Box<PgTx>, StoreError> {
         let mut conn = self.connection()?;
-        let begin = if write {
-            format!("BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock({WRITE_LOCK})")
-        } else {
-            "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY".to_owned()
+        let begin = match write {
+            Some(Write::All) => {
+                format!("BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock({WRITE_LOCK})")
+            }
+            Some(Write::Keyed(key)) => format!(
+                "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock_shared({WRITE_LOCK}); \
+                 SELECT pg_advisory_xact_lock({KEY_LOCK_CLASS}, {})",
+                key_lock(key)
+            ),
+            None => "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY".to_owned(),
         };
         if let Err(e) = conn.client.batch_execute(&begin) {
             // The lock was not granted in time: end the transaction before the connection goes back.
@@ -255,6 +278,14 @@ impl PostgresStore {
     }
 }
 
+/// What a write transaction waits for at `BEGIN`.
+enum Write<'a> {
+    /// Every other writer.
+    All,
+    /// The writers of this key, and unkeyed writers.
+    Keyed(&'a WriteKey),
+}
+
 /// One database, seen by each context through its own transaction: [`PgTx`] implements every
 /// repository of the contexts on PostgreSQL so far.
 macro_rules! store_of {
@@ -262,10 +293,13 @@ macro_rules! store_of {
         impl $tx for PgTx {}
         impl Store<dyn $tx> for PostgresStore {
             fn write(&self) -> Result<Box<dyn $tx>, StoreError> {
-                Ok(self.begin(true)?)
+                Ok(self.begin(Some(Write::All))?)
+            }
+            fn write_keyed(&self, key: &WriteKey) -> Result<Box<dyn $tx>, StoreError> {
+                Ok(self.begin(Some(Write::Keyed(key)))?)
             }
             fn read(&self) -> Result<Box<dyn $tx>, StoreError> {
-                Ok(self.begin(false)?)
+                Ok(self.begin(None)?)
             }
         }
     )*};

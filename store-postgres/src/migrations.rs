@@ -25,6 +25,7 @@ const MIGRATIONS: &[Migration] = &[
     Migration { version: 6, name: "shared_state", sql: include_str!("migrations/0006_shared_state.sql") },
     Migration { version: 7, name: "store_copy", sql: include_str!("migrations/0007_store_copy.sql") },
     Migration { version: 8, name: "inbound_spool_key", sql: include_str!("migrations/0008_inbound_spool_key.sql") },
+    Migration { version: 9, name: "outbox_commit_order", sql: include_str!("migrations/0009_outbox_commit_order.sql") },
 ];
 
 /// The advisory lock key of migrations ("courrier" + 1 in ASCII, as one number): no other lock of

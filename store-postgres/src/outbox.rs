@@ -40,17 +40,33 @@ impl OutboxRepo for PgTx {
         Ok(())
     }
 
+    /// The last event in reading order (`events_after`'s) among those of finished transactions.
     fn last_event_id(&mut self) -> Result<Option<EventId>, StoreError> {
-        let row = self.query_one("SELECT max(id) FROM outbox_events", &[])?;
-        Ok(get::<Option<i64>>(&row, 0)?.map(EventId::from_stored))
+        let row = self.query_opt(
+            "SELECT id FROM outbox_events WHERE xid < pg_snapshot_xmin(pg_current_snapshot())
+             ORDER BY xid DESC, id DESC LIMIT 1",
+            &[],
+        )?;
+        Ok(row.map(|r| get(&r, 0)).transpose()?.map(EventId::from_stored))
     }
 
+    /// In the writing transactions' order (migration 9), only up to the oldest one still running:
+    /// an event that commits later sorts after every event read now, whatever its id.
     fn events_after(&mut self, after: Option<EventId>, limit: u32) -> Result<Vec<Event>, StoreError> {
-        let rows = self.query(
-            "SELECT id, public_id, name, at, domain_id, list_id, data FROM outbox_events
-             WHERE id > $1 ORDER BY id LIMIT $2",
-            &[&after.map_or(0, EventId::get), &i64::from(limit)],
-        )?;
+        let rows = match after {
+            None => self.query(
+                "SELECT id, public_id, name, at, domain_id, list_id, data FROM outbox_events
+                 WHERE xid < pg_snapshot_xmin(pg_current_snapshot()) ORDER BY xid, id LIMIT $1",
+                &[&i64::from(limit)],
+            )?,
+            Some(after) => self.query(
+                "SELECT id, public_id, name, at, domain_id, list_id, data FROM outbox_events
+                 WHERE xid < pg_snapshot_xmin(pg_current_snapshot())
+                 AND (xid, id) > (SELECT xid, id FROM outbox_events WHERE id = $1)
+                 ORDER BY xid, id LIMIT $2",
+                &[&after.get(), &i64::from(limit)],
+            )?,
+        };
         rows.iter()
             .map(|r| {
                 let (public_id, name, data): (String, String, String) = (get(r, 1)?, get(r, 2)?, get(r, 6)?);

@@ -387,20 +387,25 @@ pub fn check_tables(found: &[String]) -> Result<(), String> {
     Ok(())
 }
 
+/// PostgreSQL's own columns, which SQLite has no use for and a copied row takes from their
+/// default: the writing transaction's id that orders the outbox (PG migration 9).
+const PG_ONLY: &[(&str, &str)] = &[("outbox_events", "xid")];
+
 /// Pairs SQLite's columns of a table with PostgreSQL's: the same names, none left over on either
-/// side (a column missing in PostgreSQL would be lost).
+/// side (a column missing in PostgreSQL would be lost) but PostgreSQL's own ([`PG_ONLY`]).
 pub fn match_columns(table: &str, sqlite: &[String], pg: &[(String, String)]) -> Result<Vec<(String, String)>, String> {
     for c in sqlite {
         if !pg.iter().any(|(p, _)| p == c) {
             return Err(format!("{table}.{c}: PostgreSQL has no such column"));
         }
     }
+    let own = |p: &str| PG_ONLY.contains(&(table, p));
     for (p, _) in pg {
-        if !sqlite.contains(p) {
+        if !sqlite.contains(p) && !own(p) {
             return Err(format!("{table}.{p}: SQLite has no such column"));
         }
     }
-    Ok(pg.to_vec())
+    Ok(pg.iter().filter(|(p, _)| !own(p)).cloned().collect())
 }
 
 /// The ids of the document files: distinct, in byte order (SQLite's BINARY, PostgreSQL's "C").
@@ -938,6 +943,8 @@ mod tests {
         assert_eq!(match_columns("t", &s(&["a", "b"]), &p(&["b", "a"])).unwrap(), p(&["b", "a"]), "PostgreSQL's order");
         assert!(match_columns("t", &s(&["a", "b", "c"]), &p(&["a", "b"])).unwrap_err().contains("t.c"));
         assert!(match_columns("t", &s(&["a"]), &p(&["a", "z"])).unwrap_err().contains("t.z"));
+        let outbox = match_columns("outbox_events", &s(&["id"]), &p(&["id", "xid"])).unwrap();
+        assert_eq!(outbox, p(&["id"]), "PostgreSQL's own column left to its default");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use super::test_server::TestServer;
 use super::*;
 use courrier_core::kernel::{Actor, AuditFilter, NewAuditEntry, Outcome, Page, RequestId, Timestamp};
-use courrier_core::storage::{AuditRepo, in_read, suite};
+use courrier_core::storage::{AuditRepo, WriteKey, in_read, suite};
 use std::sync::Arc;
 
 fn access(s: &PostgresStore) -> &courrier_core::access::ports::Store {
@@ -160,7 +160,7 @@ fn a_writer_held_past_the_busy_time_out_is_busy_not_an_error() {
 fn a_failed_statement_makes_commit_fail_instead_of_rolling_back_silently() {
     let server = TestServer::start().unwrap();
     let (_, store) = fresh(&server);
-    let mut tx = store.begin(true).unwrap();
+    let mut tx = store.begin(Some(Write::All)).unwrap();
     tx.append_audit(&audit("kept?")).unwrap();
     // A statement that may not fail by a uniqueness rule runs without a savepoint of its own:
     // its failure aborts the whole transaction in PostgreSQL.
@@ -681,4 +681,111 @@ fn a_document_store_in_progress_on_one_server_holds_off_removals_on_every_other(
     assert!(!may(&mut two, Hold::Store), "another server's upload waits for the removal");
     drop(removing);
     assert!(may(&mut two, Hold::Store));
+}
+
+fn key(name: &str) -> WriteKey {
+    WriteKey::new("list", &["example.org", name])
+}
+
+/// Begins a write on another thread; the handle ends once it has begun (and then commits it).
+fn begin_elsewhere(
+    store: &Arc<PostgresStore>,
+    key: Option<WriteKey>,
+) -> std::thread::JoinHandle<Result<(), StoreError>> {
+    let store = Arc::clone(store);
+    std::thread::spawn(move || {
+        let mut tx = match &key {
+            Some(key) => access(&store).write_keyed(key)?,
+            None => access(&store).write()?,
+        };
+        tx.append_audit(&audit("elsewhere"))?;
+        tx.commit()
+    })
+}
+
+/// Waits up to `within` for `handle` to end; whether it did.
+fn ends_within(handle: &std::thread::JoinHandle<Result<(), StoreError>>, within: std::time::Duration) -> bool {
+    let until = std::time::Instant::now() + within;
+    while !handle.is_finished() && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    handle.is_finished()
+}
+
+#[test]
+fn writes_of_different_keys_commit_together_and_of_one_key_or_unkeyed_take_turns() {
+    use std::time::Duration;
+    let server = TestServer::start().unwrap();
+    let url = server.fresh_database().unwrap();
+    let (one, two) = (Arc::new(PostgresStore::open(&url, 0).unwrap()), Arc::new(PostgresStore::open(&url, 0).unwrap()));
+    let mut held = access(&one).write_keyed(&key("news")).unwrap();
+    held.append_audit(&audit("held")).unwrap();
+
+    // Another list's write, from another server, begins and commits while "news" is held.
+    let other_key = begin_elsewhere(&two, Some(key("jobs")));
+    assert!(ends_within(&other_key, Duration::from_secs(4)), "a write of another key waited");
+    other_key.join().unwrap().unwrap();
+
+    // The same list's write, and an unkeyed write, wait for it.
+    let same_key = begin_elsewhere(&two, Some(key("news")));
+    let unkeyed = begin_elsewhere(&two, None);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!same_key.is_finished(), "a write of the same key ran beside the held one");
+    assert!(!unkeyed.is_finished(), "an unkeyed write ran beside a keyed one");
+    held.commit().unwrap();
+    same_key.join().unwrap().unwrap();
+    unkeyed.join().unwrap().unwrap();
+
+    // And an unkeyed write holds every keyed one back.
+    let mut all = access(&one).write().unwrap();
+    all.append_audit(&audit("all")).unwrap();
+    let keyed = begin_elsewhere(&two, Some(key("jobs")));
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!keyed.is_finished(), "a keyed write ran beside an unkeyed one");
+    all.commit().unwrap();
+    keyed.join().unwrap().unwrap();
+    let total = in_read(access(&one), |tx| tx.list_audit(&AuditFilter::default(), Page::default())).unwrap().total;
+    assert_eq!(total, 6);
+}
+
+/// The outbox's reader never skips an event that commits after a later one (decisions.md,
+/// "Several servers: PostgreSQL"): two keyed writers, the first to record its event commits last.
+#[test]
+fn an_event_committed_after_a_later_one_is_not_skipped_by_a_cursor() {
+    use courrier_core::kernel::{EventName, NewEvent};
+    let server = TestServer::start().unwrap();
+    let url = server.fresh_database().unwrap();
+    let (one, two) = (PostgresStore::open(&url, 0).unwrap(), PostgresStore::open(&url, 0).unwrap());
+    let event = |n: i64| NewEvent {
+        name: EventName::MemberAdded,
+        at: Timestamp::from_unix_secs(n),
+        domain_id: None,
+        list_id: None,
+        data: serde_json::json!({ "n": n }),
+    };
+    let read_all = |cursor: &mut Option<courrier_core::kernel::EventId>, seen: &mut Vec<i64>| {
+        let events = in_read(access(&one), |tx| tx.events_after(*cursor, 100)).unwrap();
+        if let Some(last) = events.last() {
+            *cursor = Some(last.id);
+        }
+        seen.extend(events.iter().map(|e| e.data["n"].as_i64().unwrap()));
+    };
+    let (mut cursor, mut seen) = (None, Vec::new());
+
+    let mut early = access(&one).write_keyed(&key("news")).unwrap();
+    let first = early.append_event(&event(1)).unwrap();
+    let mut late = access(&two).write_keyed(&key("jobs")).unwrap();
+    let second = late.append_event(&event(2)).unwrap();
+    assert!(first.id < second.id);
+    late.commit().unwrap();
+    // Event 2 is committed, event 1 (a smaller id) not yet: a reader that took 2 and moved its
+    // cursor past 1 would never see 1.
+    read_all(&mut cursor, &mut seen);
+    early.commit().unwrap();
+    read_all(&mut cursor, &mut seen);
+    read_all(&mut cursor, &mut seen);
+    seen.sort_unstable();
+    assert_eq!(seen, [1, 2], "each event read once, none skipped");
+    let last = in_read(access(&one), |tx| tx.last_event_id()).unwrap();
+    assert_eq!(last, cursor, "the last event is where a reader that read everything stands");
 }

@@ -8,6 +8,7 @@ mod admin_pages;
 mod bounces;
 mod cli;
 mod cli_admin;
+mod concurrency;
 mod credentials;
 mod dns_check;
 mod einvoices;

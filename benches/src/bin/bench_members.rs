@@ -56,6 +56,11 @@ const SERVER_TIME_TARGET: [bool; 4] = [false, false, true, false];
 /// courrier members per second / the same-writes floor's, with 1 and 8 clients.
 const ADD_TARGET_1: f64 = 0.5;
 const ADD_TARGET_8: f64 = 1.5;
+/// Issue 38: on PostgreSQL, 8 clients each adding to a list of its own >= 3.0x one client adding to
+/// one list, same installation, same round (writes of different lists commit together).
+const OWN_LISTS_TARGET: f64 = 3.0;
+/// The clients (and lists) of the own-lists runs.
+const OWN_LISTS: usize = 8;
 /// Mailman's roster time / courrier's 500-a-page listing of the same number of members.
 const ROSTER_TARGET: f64 = 100.0;
 /// Keys' quota (per minute and server process); the add load gives each client its own key.
@@ -1247,6 +1252,7 @@ fn list_scenario(opts: &Options, store: Store<'_>, scratch: &Path) -> Result<(St
         }
     }
     let _ = writeln!(out);
+    let _ = writeln!(out);
     for v in verdicts {
         let _ = writeln!(out, "{v}");
     }
@@ -1775,6 +1781,12 @@ fn add_scenario(opts: &Options, store: Store<'_>, scratch: &Path) -> Result<(Str
     let disk = Courrier::start(opts, store, "courrier", &disk_dir)?;
     disk.create_list("bench")?;
     disk.create_list("stages")?;
+    let own_lists: Vec<String> = (0..OWN_LISTS).map(|k| format!("own{k}")).collect();
+    for list in &own_lists {
+        disk.create_list(list)?;
+    }
+    // own[round] = the 8 clients' run, each on its own list, right after the round's 1-client run.
+    let mut own: Vec<AddResult> = Vec::new();
 
     let started = SystemTime::now();
     let load_start = loadavg();
@@ -1836,6 +1848,21 @@ fn add_scenario(opts: &Options, store: Store<'_>, scratch: &Path) -> Result<(Str
                 c.rate() / f.rate()
             );
             results[ci].push((f, c, load));
+            if clients == 1 {
+                own.push(add_load(
+                    OWN_LISTS,
+                    opts.add_members,
+                    &courrier_next,
+                    |k| disk.adder(k, &own_lists[k], opts.add_client),
+                    |a, i| a.as_ref().map_err(Clone::clone)?.add(i),
+                )?);
+                eprintln!(
+                    "add round {round}/{}, {OWN_LISTS} clients on their own lists: {:.0}/s, {:.2}x one client on one list",
+                    opts.rounds,
+                    own[own.len() - 1].rate(),
+                    own[own.len() - 1].rate() / results[ci][results[ci].len() - 1].1.rate()
+                );
+            }
         }
         eprintln!("add round {round}/{}: stages of one add", opts.rounds);
         stages.push(add_stages(&disk, "stages", &stage_next, opts.stage_requests)?);
@@ -1982,6 +2009,45 @@ fn add_scenario(opts: &Options, store: Store<'_>, scratch: &Path) -> Result<(Str
             });
         }
     }
+    let _ = writeln!(
+        out,
+        "{OWN_LISTS} clients, each adding to a list of its own (`own0` ... `own{}`), {} members per run, right after \
+         the round's 1-client run on `bench`: the ratio is theirs, round by round.",
+        OWN_LISTS - 1,
+        opts.add_members
+    );
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "| round | 1 client, one list, members/s | {OWN_LISTS} clients, own lists, members/s (p50, p99) | **ratio** |"
+    );
+    let _ = writeln!(out, "|---|---:|---:|---:|");
+    let own_ratios: Vec<f64> = own.iter().zip(&results[0]).map(|(o, (_, one, _))| o.rate() / one.rate()).collect();
+    for (r, (o, (_, one, _))) in own.iter().zip(&results[0]).enumerate() {
+        let _ = writeln!(
+            out,
+            "| {} | {:.0} | {:.0} ({}, {}) | {:.2} |",
+            r + 1,
+            one.rate(),
+            o.rate(),
+            fmt_latency(o.p50),
+            fmt_latency(o.p99),
+            own_ratios[r]
+        );
+    }
+    let own_ratio = median(own_ratios);
+    let own_verdict = if store.is_postgres() {
+        format!(">= {OWN_LISTS_TARGET}: {}", if own_ratio >= OWN_LISTS_TARGET { "met" } else { "NOT met" })
+    } else {
+        "(the target is PostgreSQL's)".to_owned()
+    };
+    verdicts
+        .push(format!("{OWN_LISTS} clients on their own lists / 1 client on one list: {own_ratio:.2} {own_verdict}"));
+    figures.push(Headline {
+        what: format!("add member, {OWN_LISTS} clients on their own lists"),
+        value: median(own.iter().map(AddResult::rate).collect()),
+        rate: true,
+    });
     let _ = writeln!(out);
     for v in verdicts {
         let _ = writeln!(out, "{v}");

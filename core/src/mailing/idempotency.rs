@@ -13,7 +13,7 @@ use super::Service;
 use crate::access::{Principal, Via};
 use crate::kernel::{CoreError, ErrorKind, Timestamp, secrets};
 use crate::mailing::ports::{IdempotencyRecord, Tx};
-use crate::storage::{StoreError, WriteJob, in_write, run_here};
+use crate::storage::{StoreError, WriteJob, WriteKey, in_write, run_here};
 use serde_json::json;
 
 /// A stored answer is replayed this long; then the key is free again.
@@ -106,14 +106,18 @@ pub trait Replayable {
 /// `exec`, and the stored answer. A refusal's audit entry is committed (`exec` undoes its own
 /// writes in a nested unit); a server fault (an `Unavailable` or `Internal` error) rolls
 /// everything back and leaves the key free, so that a retry runs again. `exec` must not open
-/// transactions of its own.
+/// transactions of its own. `on` is what the write serialises on ([`WriteKey`]: the list of an
+/// addition or a send); `None` excludes every other writer. Two requests of one Idempotency-Key
+/// under different write keys still run once: the reservation is unique, and the second finds it
+/// in progress.
 pub fn guarded<T: Replayable + Send>(
     app: &Service,
+    on: Option<WriteKey>,
     key: Option<&IdempotentRequest>,
     exec: impl FnOnce(&mut (dyn Tx + 'static)) -> Result<T, MailingError> + Send,
 ) -> Result<Keyed<T>, MailingError> {
     let mut answer = None;
-    run_here(&*app.store, guarded_job(app, key.cloned(), exec, |out| answer = Some(out)));
+    run_here(&*app.store, guarded_job(app, on, key.cloned(), exec, |out| answer = Some(out)));
     answer.unwrap_or_else(|| Err(MailingError::Store(StoreError::Backend("a write left unanswered".into()))))
 }
 
@@ -121,6 +125,7 @@ pub fn guarded<T: Replayable + Send>(
 /// `answer` gets what [`guarded`] would have returned, once the unit's commit is decided.
 pub fn guarded_job<T, F, A>(
     app: &Service,
+    on: Option<WriteKey>,
     key: Option<IdempotentRequest>,
     exec: F,
     answer: A,
@@ -130,11 +135,12 @@ where
     F: FnOnce(&mut (dyn Tx + 'static)) -> Result<T, MailingError> + Send,
     A: FnOnce(Result<Keyed<T>, MailingError>) + Send,
 {
-    GuardedJob { now: app.clock.now(), key, exec: Some(exec), out: None, answer }
+    GuardedJob { now: app.clock.now(), on, key, exec: Some(exec), out: None, answer }
 }
 
 struct GuardedJob<T, F, A> {
     now: Timestamp,
+    on: Option<WriteKey>,
     key: Option<IdempotentRequest>,
     exec: Option<F>,
     out: Option<Result<Keyed<T>, MailingError>>,
@@ -197,6 +203,10 @@ where
         keep
     }
 
+    fn key(&self) -> Option<&WriteKey> {
+        self.on.as_ref()
+    }
+
     fn done(self: Box<Self>, outcome: Result<(), StoreError>) {
         let keyless = self.key.is_none();
         let answer = match (self.out, outcome) {
@@ -225,7 +235,7 @@ pub fn refuse_input(
 ) -> Result<Keyed<std::convert::Infallible>, MailingError> {
     match key {
         None => Err(e),
-        Some(_) => guarded(app, key, |_| Err(e)),
+        Some(_) => guarded(app, None, key, |_| Err(e)),
     }
 }
 

@@ -48,6 +48,14 @@ pub struct ListPatch {
     pub dmarc_mitigation: Option<super::model::DmarcMitigation>,
 }
 
+/// What the writes of one list serialise on ([`crate::storage::WriteKey`]): its members, their
+/// consents and tallies, its sends and their copies, its events and audit entries. Writes of
+/// other lists run beside them on a server database; renaming or deleting a list is an unkeyed
+/// write, so a name's key always means the list that bears it while keyed writes run.
+pub fn write_key(domain: &DomainName, name: &ListName) -> crate::storage::WriteKey {
+    crate::storage::WriteKey::new("list", &[domain.as_str(), name.as_str()])
+}
+
 /// Authorises `need` on the list and loads it (404 unknown or out of reach; 403 without the
 /// permission; refusals audited).
 pub fn authorized(

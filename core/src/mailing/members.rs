@@ -219,7 +219,8 @@ pub fn add(
     req: AddMember,
 ) -> Result<Keyed<AddOutcome>, MailingError> {
     let now = app.clock.now();
-    let added = idempotency::guarded(app, key, |tx| add_unit(tx, p, ctx, domain, name, &req, now))?;
+    let on = Some(lists::write_key(domain, name));
+    let added = idempotency::guarded(app, on, key, |tx| add_unit(tx, p, ctx, domain, name, &req, now))?;
     Ok(added.map(|added| added.after_commit(app)))
 }
 
@@ -261,7 +262,8 @@ where
     A: FnOnce(Result<Keyed<Added>, MailingError>) + Send + 'static,
 {
     let now = app.clock.now();
-    idempotency::guarded_job(app, key, move |tx| add_unit(tx, &p, &ctx, &domain, &name, &req, now), answer)
+    let on = Some(lists::write_key(&domain, &name));
+    idempotency::guarded_job(app, on, key, move |tx| add_unit(tx, &p, &ctx, &domain, &name, &req, now), answer)
 }
 
 /// The unit of an addition: the list's lookup and permission, the state machine's decision and

@@ -60,7 +60,7 @@ pub fn submit(
     message: NewMessage,
 ) -> Result<Keyed<Submitted>, MailingError> {
     let now = app.clock.now();
-    idempotency::guarded(app, key, |tx| {
+    idempotency::guarded(app, Some(lists::write_key(domain, name)), key, |tx| {
         let list = lists::authorized(InTx(&mut *tx, now), p, ctx, Perm::Send, domain, name, "send.submit")?;
         check(&message, list.policies.max_message_kb)?;
         if list.status == super::model::ListStatus::Archived {

@@ -64,9 +64,13 @@ pub trait OutboxRepo {
         scope: (Option<i64>, Option<i64>),
         data: &[String],
     ) -> Result<(), StoreError>;
-    /// The newest event's id.
+    /// The id of the last event [`OutboxRepo::events_after`] would give now.
     fn last_event_id(&mut self) -> Result<Option<EventId>, StoreError>;
-    /// Events in the order they were recorded, after `after` (exclusive).
+    /// Events after `after` (exclusive), in an order where an event committed later never comes
+    /// before one already given: a reader that moves its cursor to the last event it got skips
+    /// none, however its writers' commits interleave. (The order they were committed in on a
+    /// store with one writer at a time; on one whose writers commit together, an event of a
+    /// transaction still running is given only once it and every older one have ended.)
     fn events_after(&mut self, after: Option<EventId>, limit: u32) -> Result<Vec<Event>, StoreError>;
 }
 
@@ -119,11 +123,42 @@ pub trait Database: Send + Sync {
     }
 }
 
+/// What a write serialises on when it need not exclude every other writer: the writes of one key
+/// take turns, writes of different keys commit together (on a server database; an embedded file
+/// has one writer at a time anyway). A rule that runs under a key vouches that everything it reads
+/// and writes is that key's, or is kept consistent by the database itself (a uniqueness rule, a
+/// row's own update, a counter's increment): e.g. one list's members, tallies, events and audit
+/// entries under the list's key. A write with no key excludes all others, keyed or not.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct WriteKey(String);
+
+impl WriteKey {
+    /// The key of `kind` (e.g. `"list"`) named by `parts` (e.g. its domain and name).
+    pub fn new(kind: &str, parts: &[&str]) -> Self {
+        let mut key = String::from(kind);
+        for part in parts {
+            key.push('\u{1f}');
+            key.push_str(part);
+        }
+        WriteKey(key)
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
 /// A database seen through one context's transaction `T` (e.g. `dyn mailing::ports::Tx`).
 pub trait Store<T: ?Sized + Transaction>: Database {
     /// A transaction that will write: it takes the write lock at once, so two writers queue
     /// instead of failing half-way when one tries to upgrade a read lock.
     fn write(&self) -> Result<Box<T>, StoreError>;
+    /// A write under `key` ([`WriteKey`]): it waits for the writes of the same key and for
+    /// unkeyed writes, and runs beside the writes of other keys. By default, an unkeyed write.
+    fn write_keyed(&self, key: &WriteKey) -> Result<Box<T>, StoreError> {
+        let _ = key;
+        self.write()
+    }
     /// A transaction that only reads: one consistent snapshot, no write lock.
     fn read(&self) -> Result<Box<T>, StoreError>;
     /// Hands `job` to the store's writer thread, which runs the units waiting together back to
@@ -146,11 +181,19 @@ pub trait WriteJob<X: ?Sized>: Send {
     /// (then [`WriteJob::run`] was never called). On a writer thread: hand the answer on, do not
     /// block.
     fn done(self: Box<Self>, outcome: Result<(), StoreError>);
+    /// The key the unit serialises on ([`Store::write_keyed`]); `None`: it excludes every writer.
+    fn key(&self) -> Option<&WriteKey> {
+        None
+    }
 }
 
 impl<X: ?Sized, J: WriteJob<X> + ?Sized> WriteJob<X> for Box<J> {
     fn run(&mut self, tx: &mut X) -> bool {
         (**self).run(tx)
+    }
+
+    fn key(&self) -> Option<&WriteKey> {
+        (**self).key()
     }
 
     fn done(self: Box<Self>, outcome: Result<(), StoreError>) {
@@ -190,11 +233,20 @@ impl<X: ?Sized, J: WriteJob<X>> WriteJob<X> for InSpan<J> {
         let Self { job, span } = *self;
         span.in_scope(|| Box::new(job).done(outcome));
     }
+
+    fn key(&self) -> Option<&WriteKey> {
+        self.job.key()
+    }
 }
 
-/// Runs `job` on the calling thread: a write transaction, committed or rolled back as `run` says.
+/// Runs `job` on the calling thread: a write transaction (under the job's key, if it has one),
+/// committed or rolled back as `run` says.
 pub fn run_here<X: ?Sized + Transaction, J: WriteJob<X>>(store: &dyn Store<X>, mut job: J) {
-    let mut tx = match store.write() {
+    let begun = match job.key() {
+        Some(key) => store.write_keyed(key),
+        None => store.write(),
+    };
+    let mut tx = match begun {
         Ok(tx) => tx,
         Err(e) => return Box::new(job).done(Err(e)),
     };
@@ -263,7 +315,22 @@ pub fn in_write<X: ?Sized + Transaction, T, E: From<StoreError>>(
     store: &dyn Store<X>,
     f: impl FnOnce(&mut X) -> Result<T, E>,
 ) -> Result<T, E> {
-    let mut tx = store.write()?;
+    finish_write(store.write()?, f)
+}
+
+/// [`in_write`] under `key` ([`Store::write_keyed`]).
+pub fn in_write_keyed<X: ?Sized + Transaction, T, E: From<StoreError>>(
+    store: &dyn Store<X>,
+    key: &WriteKey,
+    f: impl FnOnce(&mut X) -> Result<T, E>,
+) -> Result<T, E> {
+    finish_write(store.write_keyed(key)?, f)
+}
+
+fn finish_write<X: ?Sized + Transaction, T, E: From<StoreError>>(
+    mut tx: Box<X>,
+    f: impl FnOnce(&mut X) -> Result<T, E>,
+) -> Result<T, E> {
     match f(&mut *tx) {
         Ok(out) => {
             tx.commit()?;
