@@ -29,7 +29,6 @@
 mod access;
 mod audit;
 mod bounces;
-mod credentials;
 pub(crate) mod data_key;
 mod idempotency;
 mod inbound;
@@ -44,6 +43,9 @@ mod ocr;
 mod outbox;
 mod selfservice;
 mod sends;
+/// The shared statements (`courrier_store_sql`) run on this adapter; the repositories written once.
+mod shared;
+courrier_store_sql::credential_repo!(PgTx);
 /// `courrier store copy --to postgres://...`: an SQLite installation into an empty PostgreSQL one.
 pub mod store_copy;
 pub use data_key::DataKeyError;
@@ -358,11 +360,21 @@ impl PgTx {
 
     /// `sql` prepared on this connection, from its cache after the first time.
     fn statement(&mut self, sql: &str) -> Result<postgres::Statement, postgres::Error> {
+        self.prepared(sql, str::to_owned)
+    }
+
+    /// `sql` as `text` writes it for the server, prepared on this connection the first time and
+    /// taken from the cache by `sql` after.
+    fn prepared(
+        &mut self,
+        sql: &str,
+        text: impl FnOnce(&str) -> String,
+    ) -> Result<postgres::Statement, postgres::Error> {
         let conn = self.conn.as_mut().expect("transaction used after commit");
         if let Some(st) = conn.statements.get(sql) {
             return Ok(st.clone());
         }
-        let st = conn.client.prepare(sql)?;
+        let st = conn.client.prepare(&text(sql))?;
         if conn.statements.len() >= STATEMENT_CACHE {
             conn.statements.clear();
         }

@@ -1,7 +1,11 @@
-//! What every SQL adapter of the store spells the same way, so that a table's encodings are
-//! written once: how roles and key scopes ([`access_columns`]) and the mailing context's composite
-//! values ([`mailing_columns`]) are kept in columns. Names no database crate: each adapter turns a
-//! [`access_columns::Corrupt`] value into its own error once.
+//! The store written once for both databases (issue 38): the dialect layer ([`sql`]: shared SQL
+//! text, arguments, rows) and the repositories whose statements and row decoders are written once
+//! over it ([`credentials`], ...: each adapter implements the port with the module's macro), and
+//! what every SQL adapter still spells the same way: how roles and key scopes
+//! ([`access_columns`]) and the mailing context's composite values ([`mailing_columns`]) are kept
+//! in columns. Names no database crate.
 
 pub mod access_columns;
+pub mod credentials;
 pub mod mailing_columns;
+pub mod sql;

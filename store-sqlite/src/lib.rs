@@ -9,7 +9,6 @@ mod access;
 mod audit;
 mod bounces;
 mod checkpoint;
-mod credentials;
 mod idempotency;
 mod inbound;
 mod invoices;
@@ -23,6 +22,9 @@ mod outbox;
 mod search;
 mod selfservice;
 mod sends;
+/// The shared statements (`courrier_store_sql`) run on this adapter; the repositories written once.
+mod shared;
+courrier_store_sql::credential_repo!(SqliteTx);
 mod spool;
 mod webhooks;
 mod writer;
