@@ -17,7 +17,22 @@ const PURGE_EVERY: u64 = 4096;
 /// The counting of one request against a key's bucket, the generic cell rate algorithm of
 /// `access::limits::Bucket` in one statement: `$1` key, `$2` quota as configured, `$3` quota
 /// used (at least 1), `$4` now in microseconds. A changed quota starts a fresh bucket.
-const TAKE_KEY: &str = "
+const TAKE_KEY: &str = concat!(take_key_upsert!(), " RETURNING GREATEST(excess, 0)::BIGINT");
+
+/// [`TAKE_KEY`], and the access marker (migration 2's `access_version`) as of the same statement:
+/// an authenticated request's one round trip (`Limits::take_key_request_marked`).
+const TAKE_KEY_MARKED: &str = concat!(
+    "WITH t AS (",
+    take_key_upsert!(),
+    " RETURNING GREATEST(excess, 0)::BIGINT AS excess)
+    SELECT excess, (SELECT v FROM access_version WHERE id = 1) FROM t"
+);
+
+/// The token bucket's upsert (`$1` key, `$2` quota, `$3` its rate, `$4` now), without its
+/// `RETURNING`: one text for [`TAKE_KEY`] and [`TAKE_KEY_MARKED`].
+macro_rules! take_key_upsert {
+    () => {
+        "
     WITH p AS (SELECT $1::TEXT AS key, $2::BIGINT AS quota, $3::BIGINT::NUMERIC AS n,
                       $4::BIGINT::NUMERIC * $3::BIGINT AS now_n)
     INSERT INTO limit_buckets AS b (key, per_minute, tat, excess)
@@ -30,8 +45,10 @@ const TAKE_KEY: &str = "
                    WHEN (CASE WHEN b.per_minute <> quota THEN now_n ELSE GREATEST(b.tat, now_n) END
                          + 60000000 - now_n - n * 60000000) > 0 THEN b.tat
                    ELSE (CASE WHEN b.per_minute <> quota THEN now_n ELSE GREATEST(b.tat, now_n) END) + 60000000
-               END FROM p)
-    RETURNING GREATEST(excess, 0)::BIGINT";
+               END FROM p)"
+    };
+}
+use take_key_upsert;
 
 /// One use counted in a sliding window unless it is full: `$1` key, `$2` uses allowed, `$3`
 /// window in microseconds, `$4` now. Returns whether it was refused and the instants in the window.
@@ -100,20 +117,11 @@ impl PgLimits {
         }
     }
 
-    fn prepared(conn: &mut super::PgConn, sql: &str) -> Result<postgres::Statement, AccessError> {
-        if let Some(st) = conn.statements.get(sql) {
-            return Ok(st.clone());
-        }
-        let st = conn.client.prepare(sql).map_err(|e| store(map_err(e)))?;
-        conn.statements.insert(sql.to_owned(), st.clone());
-        Ok(st)
-    }
-}
-
-impl Limits for PgLimits {
-    fn take_key_request(&self, key: i64, per_minute: u32, now: Timestamp) -> Result<(), AccessError> {
+    /// Counts one request of `key` by `sql` ([`TAKE_KEY`] or [`TAKE_KEY_MARKED`]); its row when
+    /// the bucket had a token, the refusal otherwise.
+    fn take_key(&self, sql: &str, key: i64, per_minute: u32, now: Timestamp) -> Result<postgres::Row, AccessError> {
         let mut conn = self.client()?;
-        let st = Self::prepared(&mut conn, TAKE_KEY)?;
+        let st = Self::prepared(&mut conn, sql)?;
         let (quota, n) = (i64::from(per_minute), i64::from(per_minute.max(1)));
         let row = conn
             .client
@@ -127,7 +135,28 @@ impl Limits for PgLimits {
             let secs = u64::try_from((wait_micros + 999_999) / 1_000_000).unwrap_or(u64::MAX).max(1);
             return Err(AccessError::RateLimited { retry_after: secs });
         }
-        Ok(())
+        Ok(row)
+    }
+
+    fn prepared(conn: &mut super::PgConn, sql: &str) -> Result<postgres::Statement, AccessError> {
+        if let Some(st) = conn.statements.get(sql) {
+            return Ok(st.clone());
+        }
+        let st = conn.client.prepare(sql).map_err(|e| store(map_err(e)))?;
+        conn.statements.insert(sql.to_owned(), st.clone());
+        Ok(st)
+    }
+}
+
+impl Limits for PgLimits {
+    fn take_key_request(&self, key: i64, per_minute: u32, now: Timestamp) -> Result<(), AccessError> {
+        self.take_key(TAKE_KEY, key, per_minute, now).map(drop)
+    }
+
+    fn take_key_request_marked(&self, key: i64, per_minute: u32, now: Timestamp) -> Result<Option<u64>, AccessError> {
+        let row = self.take_key(TAKE_KEY_MARKED, key, per_minute, now)?;
+        let marker: i64 = row.try_get(1).map_err(|e| store(map_err(e)))?;
+        Ok(Some(marker as u64))
     }
 
     fn take_window(&self, key: &str, allowed: usize, window_secs: i64, now: Timestamp) -> Result<(), AccessError> {

@@ -86,6 +86,11 @@ impl KeyCache {
         inner.keys.get(prefix).cloned()
     }
 
+    /// The store's marker the entries were last found current at (`None` before the first look).
+    pub fn marker(&self) -> Option<u64> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner).marker
+    }
+
     /// Keeps `entry`, read after the store showed `marker_before`, unless the store has changed
     /// since (then the entry may be stale and is dropped).
     pub fn put(&self, marker_before: u64, prefix: &str, entry: CachedKey) {

@@ -77,6 +77,12 @@ pub trait Limits: Send + Sync {
     /// Counts one request of a key against its quota of `per_minute` (a token bucket, see
     /// `Bucket`); refuses it, with the seconds until the next token, when the bucket is empty.
     fn take_key_request(&self, key: i64, per_minute: u32, now: Timestamp) -> Result<(), AccessError>;
+    /// [`Limits::take_key_request`], and the store's access marker read by the same statement
+    /// when the quotas are counted in the store (`Some`): what authenticating a cached key on a
+    /// shared database needs, in one round trip. `None` when they are not (this process's memory).
+    fn take_key_request_marked(&self, key: i64, per_minute: u32, now: Timestamp) -> Result<Option<u64>, AccessError> {
+        self.take_key_request(key, per_minute, now).map(|()| None)
+    }
     /// Counts one use of `key`; refuses it when `allowed` uses happened in the last `window_secs`.
     fn take_window(&self, key: &str, allowed: usize, window_secs: i64, now: Timestamp) -> Result<(), AccessError>;
     /// Refuses a login attempt while the address or the source has failed too often lately.

@@ -274,9 +274,11 @@ pub fn authenticate(app: &Service, credential: &Credential, mutating: bool) -> R
         Credential::None => Err(refuse("no credential")),
         Credential::ApiKey(secret) => {
             // A key the cache knows, unchanged since: no store read.
-            if let Some(known) = authenticate_cached_key(app, secret) {
-                return known;
-            }
+            let counted = match cached_key(app, secret) {
+                Cached::Answer(known) => return known,
+                Cached::Unknown => Quota::Take,
+                Cached::Stale => Quota::Taken,
+            };
             let (prefix, _) = parse_key(secret).ok_or_else(|| refuse("malformed API key"))?;
             // Read the marker before the store, so a commit racing this read invalidates the entry.
             let marker = app.store.access_marker().ok();
@@ -287,7 +289,7 @@ pub fn authenticate(app: &Service, credential: &Credential, mutating: bool) -> R
                 Ok::<_, AccessError>(Some(CachedKey::new(key, secret_hash, user, roles)))
             })?;
             let entry = found.ok_or_else(|| refuse("unknown API key"))?;
-            let principal = check_key(app, &entry, secret, now);
+            let principal = check_key(app, &entry, secret, now, counted);
             if let Some(m) = marker {
                 app.key_cache.put(m, prefix, entry);
             }
@@ -340,13 +342,70 @@ pub fn checks_cached_keys_in_memory(app: &Service) -> bool {
 }
 
 pub fn authenticate_cached_key(app: &Service, secret: &str) -> Option<Result<Arc<Principal>, AccessError>> {
-    let Some((prefix, _)) = parse_key(secret) else { return Some(Err(refuse("malformed API key"))) };
-    let marker = app.store.access_marker().ok()?;
-    let entry = app.key_cache.get(marker, prefix)?;
-    Some(check_key(app, &entry, secret, app.clock.now()))
+    match cached_key(app, secret) {
+        Cached::Answer(answer) => Some(answer),
+        Cached::Unknown | Cached::Stale => None,
+    }
 }
 
-fn check_key(app: &Service, entry: &CachedKey, secret: &str, now: Timestamp) -> Result<Arc<Principal>, AccessError> {
+/// What the key cache could say of a key.
+enum Cached {
+    Answer(Result<Arc<Principal>, AccessError>),
+    /// Not known, or known to a cache the store has moved on from: read the store.
+    Unknown,
+    /// As `Unknown`, the request's quota already counted.
+    Stale,
+}
+
+/// Whether a key's request still has its quota to count.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Quota {
+    Take,
+    Taken,
+}
+
+/// A cached key checked against the store's marker. On an embedded store the marker is read
+/// first (a file header, no query). On a shared one the marker comes back with the quota's count
+/// (one round trip, `Limits::take_key_request_marked`): the key is checked against the entries as
+/// of the marker last seen, and the answer stands only when the store's marker, read by the same
+/// statement that counted the request, is still that one; otherwise the cache is emptied and the
+/// store is read. A refusal is never taken from an entry that might be stale: the store decides.
+fn cached_key(app: &Service, secret: &str) -> Cached {
+    let Some((prefix, _)) = parse_key(secret) else { return Cached::Answer(Err(refuse("malformed API key"))) };
+    let now = app.clock.now();
+    if !app.store.is_shared() {
+        let Some(entry) = app.store.access_marker().ok().and_then(|marker| app.key_cache.get(marker, prefix)) else {
+            return Cached::Unknown;
+        };
+        return Cached::Answer(check_key(app, &entry, secret, now, Quota::Take));
+    }
+    let Some(marker) = app.key_cache.marker() else { return Cached::Unknown };
+    let Some(entry) = app.key_cache.get(marker, prefix) else { return Cached::Unknown };
+    let Ok(principal) = check_key(app, &entry, secret, now, Quota::Taken) else { return Cached::Unknown };
+    let seen = match app.limiter.take_key_request_marked(entry.key.id.get(), entry.key.rate_limit_per_min, now) {
+        Err(refused) => return Cached::Answer(Err(refused)),
+        Ok(Some(seen)) => Some(seen),
+        // Quotas counted elsewhere than the store: its marker read apart.
+        Ok(None) => app.store.access_marker().ok(),
+    };
+    match seen {
+        Some(seen) if seen == marker => Cached::Answer(Ok(principal)),
+        Some(seen) => {
+            // Empties the cache: users, roles or keys changed since it was filled.
+            let _ = app.key_cache.get(seen, prefix);
+            Cached::Stale
+        }
+        None => Cached::Stale,
+    }
+}
+
+fn check_key(
+    app: &Service,
+    entry: &CachedKey,
+    secret: &str,
+    now: Timestamp,
+    quota: Quota,
+) -> Result<Arc<Principal>, AccessError> {
     // The bytes already checked against this entry's hash need no SHA-256 again (the entry, and
     // what it remembers, go with any change of users, roles or keys).
     if !entry.verified.is(secret.as_bytes()) {
@@ -362,7 +421,9 @@ fn check_key(app: &Service, entry: &CachedKey, secret: &str, now: Timestamp) -> 
         return Err(refuse("expired API key"));
     }
     let principal = entry.principal.as_ref().ok_or_else(|| refuse("inactive user"))?;
-    app.limiter.take_key_request(entry.key.id.get(), entry.key.rate_limit_per_min, now)?;
+    if quota == Quota::Take {
+        app.limiter.take_key_request(entry.key.id.get(), entry.key.rate_limit_per_min, now)?;
+    }
     Ok(Arc::clone(principal))
 }
 
