@@ -86,11 +86,11 @@ fn session_row(r: &Row) -> Result<Session, StoreError> {
     })
 }
 
-/// The id an `INSERT ... RETURNING id` gave back, the insert run in a savepoint of its own (it may
-/// break a uniqueness rule: [`StoreError::Duplicate`] then leaves the transaction usable).
+/// The id an `INSERT ... ON CONFLICT DO NOTHING RETURNING id` gave back; no row is a uniqueness
+/// rule it would have broken ([`StoreError::Duplicate`]), the transaction still usable without
+/// the savepoint and its two round trips that catching the error would need.
 fn insert_returning_id(tx: &mut PgTx, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<i64, StoreError> {
-    let row = tx.guarded(|tx| tx.query_one(sql, params))?;
-    get(&row, 0)
+    super::mailing::insert_id(tx, sql, params)
 }
 
 impl AccessRepo for PgTx {
@@ -117,7 +117,7 @@ impl AccessRepo for PgTx {
             self,
             "INSERT INTO users (email, email_key, firstname, name, mobile, language_code_id, password_hash, status,
                                 created_at, updated_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, 'active', $8, $8) RETURNING id",
+             VALUES ($1, $2, $3, $4, $5, $6, $7, 'active', $8, $8) ON CONFLICT DO NOTHING RETURNING id",
             &[
                 &email.to_string(),
                 &email_key(email),
@@ -223,7 +223,7 @@ impl AccessRepo for PgTx {
         let (kind, domain, list) = access_columns::role_columns(role);
         let id = insert_returning_id(
             self,
-            "INSERT INTO roles (user_id, kind, domain, list, granted_at) VALUES ($1, $2, $3, $4, $5) RETURNING id",
+            "INSERT INTO roles (user_id, kind, domain, list, granted_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING RETURNING id",
             &[&user.get(), &kind, &domain, &list, &now.unix_micros()],
         )?;
         Ok(RoleGrant { id: RoleId::from_stored(id), user_id: user, role: role.clone(), granted_at: now })
@@ -257,7 +257,7 @@ impl AccessRepo for PgTx {
             self,
             "INSERT INTO api_keys (user_id, name, prefix, secret_hash, scope_kind, domain, list, perms,
                                    rate_limit_per_min, expires_at, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING id",
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT DO NOTHING RETURNING id",
             &[
                 &key.user_id.get(),
                 &key.name,
@@ -316,7 +316,7 @@ impl AccessRepo for PgTx {
         let id = insert_returning_id(
             self,
             "INSERT INTO sessions (token_hash, user_id, created_at, last_seen_at, expires_at)
-             VALUES ($1, $2, $3, $3, $4) RETURNING id",
+             VALUES ($1, $2, $3, $3, $4) ON CONFLICT DO NOTHING RETURNING id",
             &[&token_hash, &user.get(), &now.unix_micros(), &expires_at.unix_micros()],
         )?;
         Ok(SessionId::from_stored(id))

@@ -34,14 +34,16 @@ impl IdempotencyRepo for PgTx {
         now: Timestamp,
         expires_at: Timestamp,
     ) -> Result<(), StoreError> {
-        // A key taken is `Duplicate`, and the transaction goes on (the caller reads the record).
-        self.guarded(|tx| {
-            tx.execute(
-                "INSERT INTO idempotency_keys (api_key_id, idem_key, fingerprint, state, created_at, expires_at)
-                 VALUES ($1, $2, $3, 'running', $4, $5)",
-                &[&api_key, &key, &fingerprint, &now.unix_micros(), &expires_at.unix_micros()],
-            )
-        })?;
+        // A key taken is `Duplicate`, and the transaction goes on (the caller reads the record):
+        // nothing inserted says so without a savepoint.
+        let inserted = self.execute(
+            "INSERT INTO idempotency_keys (api_key_id, idem_key, fingerprint, state, created_at, expires_at)
+             VALUES ($1, $2, $3, 'running', $4, $5) ON CONFLICT DO NOTHING",
+            &[&api_key, &key, &fingerprint, &now.unix_micros(), &expires_at.unix_micros()],
+        )?;
+        if inserted == 0 {
+            return Err(StoreError::Duplicate);
+        }
         Ok(())
     }
 

@@ -49,11 +49,15 @@ pub(super) fn ids(lists: &[ListId]) -> Vec<i64> {
     lists.iter().map(|l| l.get()).collect()
 }
 
-/// The id an `INSERT ... RETURNING id` gave back, run in a savepoint of its own: a uniqueness
-/// rule it breaks is [`StoreError::Duplicate`] and leaves the transaction usable.
+/// The id an `INSERT ... ON CONFLICT DO NOTHING RETURNING id` gave back; no row is a uniqueness
+/// rule it would have broken ([`StoreError::Duplicate`]), and the transaction goes on: no
+/// savepoint (two round trips) is needed to survive a conflict that is not raised.
 pub(super) fn insert_id(tx: &mut PgTx, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<i64, StoreError> {
-    let row = tx.guarded(|tx| tx.query_one(sql, params))?;
-    get(&row, 0)
+    debug_assert!(sql.contains("ON CONFLICT DO NOTHING"), "{sql}");
+    match tx.query_opt(sql, params)? {
+        Some(row) => get(&row, 0),
+        None => Err(StoreError::Duplicate),
+    }
 }
 
 const DOMAIN_COLUMNS: &str = "id, name, status, dkim_selector, default_subscription_policy, dns_ok, dns_checked_at, \
@@ -237,7 +241,7 @@ impl MailingRepo for PgTx {
         let id = insert_id(
             self,
             "INSERT INTO domains (name, status, dkim_selector, default_subscription_policy, created_at, updated_at)
-             VALUES ($1, $2, $3, $4, $5, $5) RETURNING id",
+             VALUES ($1, $2, $3, $4, $5, $5) ON CONFLICT DO NOTHING RETURNING id",
             &[
                 &d.name.as_str(),
                 &d.status.as_str(),
@@ -337,7 +341,7 @@ impl MailingRepo for PgTx {
             self,
             &format!(
                 "INSERT INTO lists (domain_id, name, {LIST_FIELDS}, created_at, updated_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18) RETURNING id"
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18) ON CONFLICT DO NOTHING RETURNING id"
             ),
             &args,
         )?;
@@ -402,7 +406,7 @@ impl MailingRepo for PgTx {
             self,
             &format!(
                 "INSERT INTO members ({NEW_MEMBER_COLUMNS})
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12) RETURNING id"
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12) ON CONFLICT DO NOTHING RETURNING id"
             ),
             &[
                 &m.list_id.get(),
