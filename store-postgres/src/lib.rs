@@ -28,9 +28,7 @@
 
 mod access;
 mod audit;
-mod bounces;
 pub(crate) mod data_key;
-mod idempotency;
 mod inbound;
 mod invoices;
 mod jobs;
@@ -46,6 +44,8 @@ mod sends;
 /// The shared statements (`courrier_store_sql`) run on this adapter; the repositories written once.
 mod shared;
 courrier_store_sql::credential_repo!(PgTx);
+courrier_store_sql::bounce_repo!(PgTx);
+courrier_store_sql::idempotency_repo!(PgTx);
 /// `courrier store copy --to postgres://...`: an SQLite installation into an empty PostgreSQL one.
 pub mod store_copy;
 pub use data_key::DataKeyError;

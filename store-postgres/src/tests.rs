@@ -789,3 +789,50 @@ fn an_event_committed_after_a_later_one_is_not_skipped_by_a_cursor() {
     let last = in_read(access(&one), |tx| tx.last_event_id()).unwrap();
     assert_eq!(last, cursor, "the last event is where a reader that read everything stands");
 }
+
+/// The webhooks' cursor follows the outbox's reading order: an event read after another with a
+/// larger id moves it on (it must not stay at the larger id, which would read that event again
+/// and again), and a position already passed never moves it back.
+#[test]
+fn the_webhook_cursor_moves_in_reading_order_even_to_a_smaller_id() {
+    use courrier_core::kernel::{EventName, NewEvent};
+    let server = TestServer::start().unwrap();
+    let url = server.fresh_database().unwrap();
+    let (one, two) = (PostgresStore::open(&url, 0).unwrap(), PostgresStore::open(&url, 0).unwrap());
+    let event = |n: i64| NewEvent {
+        name: EventName::MemberAdded,
+        at: Timestamp::from_unix_secs(n),
+        domain_id: None,
+        list_id: None,
+        data: serde_json::json!({ "n": n }),
+    };
+    // The transaction that takes its id first records its event last (the larger event id).
+    let mut first_xid = mailing(&one).write_keyed(&key("news")).unwrap();
+    first_xid.append_audit(&audit("takes its transaction id")).unwrap();
+    let mut second_xid = mailing(&two).write_keyed(&key("jobs")).unwrap();
+    let small = second_xid.append_event(&event(1)).unwrap();
+    let large = first_xid.append_event(&event(2)).unwrap();
+    assert!(small.id < large.id);
+    first_xid.commit().unwrap();
+    second_xid.commit().unwrap();
+
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        let read = courrier_core::storage::in_write(mailing(&one), |tx| {
+            let cursor = tx.webhook_cursor()?;
+            let events = tx.events_after(cursor, 1)?;
+            if let Some(last) = events.last() {
+                tx.set_webhook_cursor(last.id)?;
+            }
+            Ok::<_, StoreError>(events)
+        })
+        .unwrap();
+        seen.extend(read.iter().map(|e| e.data["n"].as_i64().unwrap()));
+    }
+    assert_eq!(seen, [2, 1], "each event once, in the writing transactions' order");
+    let cursor = in_read(mailing(&one), |tx| tx.webhook_cursor()).unwrap();
+    assert_eq!(cursor, Some(small.id), "the cursor stands at the last event read, the smaller id");
+    courrier_core::storage::in_write(mailing(&one), |tx| tx.set_webhook_cursor(large.id)).unwrap();
+    let cursor = in_read(mailing(&one), |tx| tx.webhook_cursor()).unwrap();
+    assert_eq!(cursor, Some(small.id), "a position already passed does not move it back");
+}

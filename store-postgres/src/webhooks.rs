@@ -103,10 +103,17 @@ impl WebhookRepo for PgTx {
         Ok(at.filter(|n| *n > 0).map(EventId::from_stored))
     }
 
+    /// Forward in the outbox's reading order (`outbox.rs`: by writing transaction, then id), not
+    /// by id: an event read after another may have the smaller id. Positions of events the outbox
+    /// does not hold (removed by hand) are compared by id.
     fn set_webhook_cursor(&mut self, to: EventId) -> Result<(), StoreError> {
         self.execute(
             "INSERT INTO webhook_cursor (id, event_id) VALUES (1, $1)
-             ON CONFLICT (id) DO UPDATE SET event_id = GREATEST(webhook_cursor.event_id, excluded.event_id)",
+             ON CONFLICT (id) DO UPDATE SET event_id = excluded.event_id
+             WHERE COALESCE(
+                 (SELECT (n.xid, n.id) > (c.xid, c.id) FROM outbox_events c, outbox_events n
+                  WHERE c.id = webhook_cursor.event_id AND n.id = excluded.event_id),
+                 excluded.event_id > webhook_cursor.event_id)",
             &[&to.get()],
         )?;
         Ok(())

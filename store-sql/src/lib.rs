@@ -6,6 +6,8 @@
 //! in columns. Names no database crate.
 
 pub mod access_columns;
+pub mod bounces;
 pub mod credentials;
+pub mod idempotency;
 pub mod mailing_columns;
 pub mod sql;

@@ -133,6 +133,12 @@ pub fn ts(v: Option<i64>) -> Option<courrier_core::kernel::Timestamp> {
     v.map(courrier_core::kernel::Timestamp::from_unix_micros)
 }
 
+/// `n` placeholders from `?first` on, comma-separated: the inside of an `IN (...)` both databases
+/// read alike (PostgreSQL's arrays are its own).
+pub fn placeholders(first: usize, n: usize) -> String {
+    (first..first + n).map(|i| format!("?{i}")).collect::<Vec<_>>().join(", ")
+}
+
 /// `sql` with SQLite's numbered placeholders (`?1`) in PostgreSQL's form (`$1`). A `?` that is
 /// not followed by a digit, or that stands inside a quoted string, is left alone.
 pub fn numbered_dollars(sql: &str) -> String {
@@ -164,6 +170,12 @@ mod tests {
         );
         assert_eq!(numbered_dollars("SELECT '?1', ? FROM t WHERE x = ?2"), "SELECT '?1', ? FROM t WHERE x = $2");
         assert_eq!(numbered_dollars("SELECT 'it''s ?1' WHERE y = ?3"), "SELECT 'it''s ?1' WHERE y = $3");
+    }
+
+    #[test]
+    fn an_in_list_numbers_its_placeholders_from_the_first() {
+        assert_eq!(placeholders(2, 3), "?2, ?3, ?4");
+        assert_eq!(placeholders(1, 0), "");
     }
 
     #[test]

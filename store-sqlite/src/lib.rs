@@ -7,9 +7,7 @@
 
 mod access;
 mod audit;
-mod bounces;
 mod checkpoint;
-mod idempotency;
 mod inbound;
 mod invoices;
 mod lane;
@@ -25,6 +23,8 @@ mod sends;
 /// The shared statements (`courrier_store_sql`) run on this adapter; the repositories written once.
 mod shared;
 courrier_store_sql::credential_repo!(SqliteTx);
+courrier_store_sql::bounce_repo!(SqliteTx);
+courrier_store_sql::idempotency_repo!(SqliteTx);
 mod spool;
 mod webhooks;
 mod writer;
