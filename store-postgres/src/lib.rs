@@ -27,7 +27,6 @@
 //! The only place in the workspace that speaks SQL to PostgreSQL.
 
 mod access;
-mod audit;
 pub(crate) mod data_key;
 mod inbound;
 mod invoices;
@@ -43,6 +42,7 @@ mod selfservice;
 mod sends;
 /// The shared statements (`courrier_store_sql`) run on this adapter; the repositories written once.
 mod shared;
+courrier_store_sql::audit_repo!(PgTx);
 courrier_store_sql::credential_repo!(PgTx);
 courrier_store_sql::bounce_repo!(PgTx);
 courrier_store_sql::idempotency_repo!(PgTx);

@@ -6,6 +6,7 @@
 //! in columns. Names no database crate.
 
 pub mod access_columns;
+pub mod audit;
 pub mod bounces;
 pub mod credentials;
 pub mod idempotency;

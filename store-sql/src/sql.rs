@@ -133,6 +133,25 @@ pub fn ts(v: Option<i64>) -> Option<courrier_core::kernel::Timestamp> {
     v.map(courrier_core::kernel::Timestamp::from_unix_micros)
 }
 
+/// A page of a listing: `count_sql` (one integer) and `select_sql` (ending before its `LIMIT`)
+/// share `args`; the window's two placeholders are numbered after them.
+pub fn paged<T>(
+    tx: &mut impl SqlTx,
+    count_sql: &str,
+    select_sql: &str,
+    args: &[Arg<'_>],
+    page: courrier_core::kernel::Page,
+    row: impl FnMut(&dyn SqlRow) -> Result<T, StoreError>,
+) -> Result<courrier_core::kernel::Paged<T>, StoreError> {
+    let total = tx.first(count_sql, args, |r| r.i64(0))?.unwrap_or(0);
+    let mut window = args.to_vec();
+    window.push(page.limit().into());
+    window.push(i64::try_from(page.offset()).unwrap_or(i64::MAX).into());
+    let n = args.len();
+    let items = tx.rows(&format!("{select_sql} LIMIT ?{} OFFSET ?{}", n + 1, n + 2), &window, row)?;
+    Ok(courrier_core::kernel::Paged { items, total: u64::try_from(total).unwrap_or(0), page })
+}
+
 /// `n` placeholders from `?first` on, comma-separated: the inside of an `IN (...)` both databases
 /// read alike (PostgreSQL's arrays are its own).
 pub fn placeholders(first: usize, n: usize) -> String {

@@ -6,7 +6,6 @@
 //! The only place in the workspace that speaks SQL to SQLite.
 
 mod access;
-mod audit;
 mod checkpoint;
 mod inbound;
 mod invoices;
@@ -22,6 +21,7 @@ mod selfservice;
 mod sends;
 /// The shared statements (`courrier_store_sql`) run on this adapter; the repositories written once.
 mod shared;
+courrier_store_sql::audit_repo!(SqliteTx);
 courrier_store_sql::credential_repo!(SqliteTx);
 courrier_store_sql::bounce_repo!(SqliteTx);
 courrier_store_sql::idempotency_repo!(SqliteTx);
