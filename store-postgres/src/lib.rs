@@ -35,10 +35,8 @@ mod lease;
 mod limits;
 mod mailing;
 mod migrations;
-mod moderation;
 mod ocr;
 mod outbox;
-mod selfservice;
 mod sends;
 /// The shared statements (`courrier_store_sql`) run on this adapter; the repositories written once.
 mod shared;
@@ -46,6 +44,8 @@ courrier_store_sql::audit_repo!(PgTx);
 courrier_store_sql::credential_repo!(PgTx);
 courrier_store_sql::bounce_repo!(PgTx);
 courrier_store_sql::idempotency_repo!(PgTx);
+courrier_store_sql::me_repo!(PgTx);
+courrier_store_sql::moderation_repo!(PgTx);
 /// `courrier store copy --to postgres://...`: an SQLite installation into an empty PostgreSQL one.
 pub mod store_copy;
 pub use data_key::DataKeyError;

@@ -11,4 +11,7 @@ pub mod bounces;
 pub mod credentials;
 pub mod idempotency;
 pub mod mailing_columns;
+pub mod members;
+pub mod moderation;
+pub mod selfservice;
 pub mod sql;

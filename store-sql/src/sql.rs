@@ -153,8 +153,12 @@ pub fn paged<T>(
 }
 
 /// `n` placeholders from `?first` on, comma-separated: the inside of an `IN (...)` both databases
-/// read alike (PostgreSQL's arrays are its own).
+/// read alike (PostgreSQL's arrays are its own). None is `NULL`, which nothing equals: SQLite
+/// reads an empty `IN ()` as matching nothing, PostgreSQL refuses it.
 pub fn placeholders(first: usize, n: usize) -> String {
+    if n == 0 {
+        return "NULL".to_owned();
+    }
     (first..first + n).map(|i| format!("?{i}")).collect::<Vec<_>>().join(", ")
 }
 
@@ -194,7 +198,7 @@ mod tests {
     #[test]
     fn an_in_list_numbers_its_placeholders_from_the_first() {
         assert_eq!(placeholders(2, 3), "?2, ?3, ?4");
-        assert_eq!(placeholders(1, 0), "");
+        assert_eq!(placeholders(1, 0), "NULL", "an empty list: nothing is in it, and PostgreSQL parses it");
     }
 
     #[test]
