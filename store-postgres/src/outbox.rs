@@ -2,6 +2,26 @@ use super::{PgTx, get};
 use courrier_core::kernel::{Event, EventId, EventName, NewEvent, Timestamp, new_public_id};
 use courrier_core::storage::{OutboxRepo, StoreError};
 
+/// The outbox's horizon `h`: the oldest transaction of this database that may still commit (an
+/// event it writes sorts at its id), or, with none, the next transaction id; events are read only
+/// below it. Not `pg_snapshot_xmin`: transaction ids are the cluster's, and a transaction of another
+/// database that stays open (another installation's, a test's) would hold every reader back.
+/// Running transactions the snapshot lists are left out only when found running in another
+/// database; one that ended since the snapshot was taken (it is no longer found) counts as this
+/// database's, so the horizon is never past a transaction whose events the snapshot does not show.
+/// The reader's own transaction counts too (its events are not committed).
+macro_rules! horizon {
+    () => {
+        "WITH horizon AS (
+             SELECT LEAST(COALESCE(min(x), pg_snapshot_xmax(pg_current_snapshot())), pg_current_xact_id_if_assigned()) AS h
+             FROM pg_snapshot_xip(pg_current_snapshot()) AS x
+             WHERE NOT EXISTS (
+                 SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+                 WHERE l.locktype = 'transactionid' AND l.granted AND a.datname <> current_database()
+                 AND l.transactionid::text::bigint = x::text::bigint % 4294967296)) "
+    };
+}
+
 impl OutboxRepo for PgTx {
     fn append_event(&mut self, e: &NewEvent) -> Result<Event, StoreError> {
         let public_id = new_public_id(e.at);
@@ -40,30 +60,37 @@ impl OutboxRepo for PgTx {
         Ok(())
     }
 
-    /// The last event in reading order (`events_after`'s) among those of finished transactions.
+    /// The last event in reading order (`events_after`'s) among those below the horizon.
     fn last_event_id(&mut self) -> Result<Option<EventId>, StoreError> {
         let row = self.query_opt(
-            "SELECT id FROM outbox_events WHERE xid < pg_snapshot_xmin(pg_current_snapshot())
-             ORDER BY xid DESC, id DESC LIMIT 1",
+            concat!(
+                horizon!(),
+                "SELECT id FROM outbox_events, horizon WHERE xid < horizon.h ORDER BY xid DESC, id DESC LIMIT 1"
+            ),
             &[],
         )?;
         Ok(row.map(|r| get(&r, 0)).transpose()?.map(EventId::from_stored))
     }
 
-    /// In the writing transactions' order (migration 9), only up to the oldest one still running:
-    /// an event that commits later sorts after every event read now, whatever its id.
+    /// In the writing transactions' order (migration 9), only below the horizon: an event that
+    /// commits later sorts after every event read now, whatever its id.
     fn events_after(&mut self, after: Option<EventId>, limit: u32) -> Result<Vec<Event>, StoreError> {
         let rows = match after {
             None => self.query(
-                "SELECT id, public_id, name, at, domain_id, list_id, data FROM outbox_events
-                 WHERE xid < pg_snapshot_xmin(pg_current_snapshot()) ORDER BY xid, id LIMIT $1",
+                concat!(
+                    horizon!(),
+                    "SELECT id, public_id, name, at, domain_id, list_id, data FROM outbox_events, horizon
+                     WHERE xid < horizon.h ORDER BY xid, id LIMIT $1"
+                ),
                 &[&i64::from(limit)],
             )?,
             Some(after) => self.query(
-                "SELECT id, public_id, name, at, domain_id, list_id, data FROM outbox_events
-                 WHERE xid < pg_snapshot_xmin(pg_current_snapshot())
-                 AND (xid, id) > (SELECT xid, id FROM outbox_events WHERE id = $1)
-                 ORDER BY xid, id LIMIT $2",
+                concat!(
+                    horizon!(),
+                    "SELECT id, public_id, name, at, domain_id, list_id, data FROM outbox_events, horizon
+                     WHERE xid < horizon.h AND (xid, id) > (SELECT xid, id FROM outbox_events WHERE id = $1)
+                     ORDER BY xid, id LIMIT $2"
+                ),
                 &[&after.get(), &i64::from(limit)],
             )?,
         };

@@ -836,3 +836,27 @@ fn the_webhook_cursor_moves_in_reading_order_even_to_a_smaller_id() {
     let cursor = in_read(mailing(&one), |tx| tx.webhook_cursor()).unwrap();
     assert_eq!(cursor, Some(small.id), "a position already passed does not move it back");
 }
+
+/// Transaction ids are the cluster's: a writer left open in another database (another
+/// installation on the same server) must not hold this installation's outbox readers back.
+#[test]
+fn a_writer_open_in_another_database_does_not_hold_the_outbox_back() {
+    use courrier_core::kernel::{EventName, NewEvent};
+    let server = TestServer::start().unwrap();
+    let (_, ours) = fresh(&server);
+    let (_, theirs) = fresh(&server);
+    let mut open_elsewhere = access(&theirs).write().unwrap();
+    open_elsewhere.append_audit(&audit("an xid taken, never committed during the test")).unwrap();
+    let event = NewEvent {
+        name: EventName::MemberAdded,
+        at: Timestamp::from_unix_secs(1),
+        domain_id: None,
+        list_id: None,
+        data: serde_json::json!({ "n": 1 }),
+    };
+    courrier_core::storage::in_write(access(&ours), |tx| tx.append_event(&event)).unwrap();
+    let read = in_read(access(&ours), |tx| tx.events_after(None, 10)).unwrap();
+    assert_eq!(read.len(), 1, "the event committed here is read at once");
+    assert_eq!(in_read(access(&ours), |tx| tx.last_event_id()).unwrap(), Some(read[0].id));
+    open_elsewhere.commit().unwrap();
+}
