@@ -28,7 +28,6 @@
 
 mod access;
 pub(crate) mod data_key;
-mod inbound;
 mod invoices;
 mod jobs;
 mod lease;
@@ -44,6 +43,7 @@ courrier_store_sql::audit_repo!(PgTx);
 courrier_store_sql::credential_repo!(PgTx);
 courrier_store_sql::bounce_repo!(PgTx);
 courrier_store_sql::idempotency_repo!(PgTx);
+courrier_store_sql::inbox_repo!(PgTx);
 courrier_store_sql::me_repo!(PgTx);
 courrier_store_sql::moderation_repo!(PgTx);
 /// `courrier store copy --to postgres://...`: an SQLite installation into an empty PostgreSQL one.

@@ -2,23 +2,24 @@ use super::{PgTx, get};
 use courrier_core::kernel::{Event, EventId, EventName, NewEvent, Timestamp, new_public_id};
 use courrier_core::storage::{OutboxRepo, StoreError};
 
-/// The outbox's horizon `h`: the oldest transaction of this database that may still commit (an
+/// The outbox's horizon `h`: the oldest transaction that may still commit an event here (an
 /// event it writes sorts at its id), or, with none, the next transaction id; events are read only
 /// below it. Not `pg_snapshot_xmin`: transaction ids are the cluster's, and a transaction of another
-/// database that stays open (another installation's, a test's) would hold every reader back.
-/// Running transactions the snapshot lists are left out only when found running in another
-/// database; one that ended since the snapshot was taken (it is no longer found) counts as this
-/// database's, so the horizon is never past a transaction whose events the snapshot does not show.
-/// The reader's own transaction counts too (its events are not committed).
+/// database that stays open (another installation's, a test's) would hold every reader back, as
+/// would this database's autovacuum and analyze, which write no events. So the snapshot's running
+/// transactions are left out when found running in another database or in a backend that is not
+/// a client's; one that ended since the snapshot was taken (it is no longer found) counts, so the
+/// horizon is never past a transaction whose events the snapshot does not show. The reader's own
+/// transaction counts too (its events are not committed).
 macro_rules! horizon {
     () => {
         "WITH horizon AS (
              SELECT LEAST(COALESCE(min(x), pg_snapshot_xmax(pg_current_snapshot())), pg_current_xact_id_if_assigned()) AS h
              FROM pg_snapshot_xip(pg_current_snapshot()) AS x
              WHERE NOT EXISTS (
-                 SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-                 WHERE l.locktype = 'transactionid' AND l.granted AND a.datname <> current_database()
-                 AND l.transactionid::text::bigint = x::text::bigint % 4294967296)) "
+                 SELECT 1 FROM pg_stat_activity a
+                 WHERE a.backend_xid::text::bigint = x::text::bigint % 4294967296
+                 AND (a.datname IS DISTINCT FROM current_database() OR a.backend_type <> 'client backend'))) "
     };
 }
 

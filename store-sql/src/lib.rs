@@ -10,6 +10,7 @@ pub mod audit;
 pub mod bounces;
 pub mod credentials;
 pub mod idempotency;
+pub mod inbound;
 pub mod mailing_columns;
 pub mod members;
 pub mod moderation;

@@ -7,7 +7,6 @@
 
 mod access;
 mod checkpoint;
-mod inbound;
 mod invoices;
 mod lane;
 mod lease;
@@ -23,6 +22,7 @@ courrier_store_sql::audit_repo!(SqliteTx);
 courrier_store_sql::credential_repo!(SqliteTx);
 courrier_store_sql::bounce_repo!(SqliteTx);
 courrier_store_sql::idempotency_repo!(SqliteTx);
+courrier_store_sql::inbox_repo!(SqliteTx);
 courrier_store_sql::me_repo!(SqliteTx);
 courrier_store_sql::moderation_repo!(SqliteTx);
 mod spool;
