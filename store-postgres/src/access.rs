@@ -86,13 +86,6 @@ fn session_row(r: &Row) -> Result<Session, StoreError> {
     })
 }
 
-/// The id an `INSERT ... ON CONFLICT DO NOTHING RETURNING id` gave back; no row is a uniqueness
-/// rule it would have broken ([`StoreError::Duplicate`]), the transaction still usable without
-/// the savepoint and its two round trips that catching the error would need.
-fn insert_returning_id(tx: &mut PgTx, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<i64, StoreError> {
-    super::mailing::insert_id(tx, sql, params)
-}
-
 impl AccessRepo for PgTx {
     fn role_scope_exists(&mut self, role: &Role) -> Result<bool, StoreError> {
         let found = match role {
@@ -113,7 +106,7 @@ impl AccessRepo for PgTx {
         password_hash: Option<&str>,
         now: Timestamp,
     ) -> Result<UserId, StoreError> {
-        let id = insert_returning_id(
+        let id = super::mailing::insert_id(
             self,
             "INSERT INTO users (email, email_key, firstname, name, mobile, language_code_id, password_hash, status,
                                 created_at, updated_at)
@@ -221,7 +214,7 @@ impl AccessRepo for PgTx {
 
     fn grant_role(&mut self, user: UserId, role: &Role, now: Timestamp) -> Result<RoleGrant, StoreError> {
         let (kind, domain, list) = access_columns::role_columns(role);
-        let id = insert_returning_id(
+        let id = super::mailing::insert_id(
             self,
             "INSERT INTO roles (user_id, kind, domain, list, granted_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING RETURNING id",
             &[&user.get(), &kind, &domain, &list, &now.unix_micros()],
@@ -253,7 +246,7 @@ impl AccessRepo for PgTx {
             KeyScope::Domain(d) => (d.as_str().to_owned(), String::new()),
             KeyScope::List(d, l) => (d.as_str().to_owned(), l.as_str().to_owned()),
         };
-        let id = insert_returning_id(
+        let id = super::mailing::insert_id(
             self,
             "INSERT INTO api_keys (user_id, name, prefix, secret_hash, scope_kind, domain, list, perms,
                                    rate_limit_per_min, expires_at, created_at)
@@ -313,7 +306,7 @@ impl AccessRepo for PgTx {
         now: Timestamp,
         expires_at: Timestamp,
     ) -> Result<SessionId, StoreError> {
-        let id = insert_returning_id(
+        let id = super::mailing::insert_id(
             self,
             "INSERT INTO sessions (token_hash, user_id, created_at, last_seen_at, expires_at)
              VALUES ($1, $2, $3, $3, $4) ON CONFLICT DO NOTHING RETURNING id",

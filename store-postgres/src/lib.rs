@@ -543,10 +543,7 @@ pub(crate) fn map_err(e: postgres::Error) -> StoreError {
     }
 }
 
-/// A stored value that does not parse means the database was edited by hand or is corrupt.
-pub(crate) fn corrupt(what: &str, value: &str) -> StoreError {
-    StoreError::Backend(format!("the database holds an invalid {what}: {value:?}"))
-}
+pub(crate) use courrier_store_sql::sql::corrupt;
 
 #[cfg(test)]
 mod tests;

@@ -11,13 +11,11 @@ use courrier_core::mailing::model::{
 };
 use courrier_core::mailing::ports::{MailingRepo, NewDomain};
 use courrier_core::storage::StoreError;
+pub(super) use courrier_store_sql::members::{address, email_key};
+pub(super) use courrier_store_sql::sql::ts;
 use postgres::Row;
 use postgres::types::ToSql;
 use std::collections::HashMap;
-
-pub(super) fn ts(v: Option<i64>) -> Option<Timestamp> {
-    v.map(Timestamp::from_unix_micros)
-}
 
 /// A text column read through a wire enum's `parse`.
 pub(super) fn parsed<T>(r: &Row, i: usize, what: &str, parse: impl Fn(&str) -> Option<T>) -> Result<T, StoreError> {
@@ -33,15 +31,6 @@ pub(super) fn small(r: &Row, i: usize, what: &str) -> Result<u32, StoreError> {
 
 pub(super) fn count(r: &Row) -> Result<u64, StoreError> {
     Ok(u64::try_from(get::<i64>(r, 0)?).unwrap_or(0))
-}
-
-pub(super) fn address(raw: &str) -> Result<EmailAddress, StoreError> {
-    EmailAddress::parse(raw).map_err(|_| corrupt("email", raw))
-}
-
-/// The identity of a member's address: the whole address lowercased.
-pub(super) fn email_key(e: &EmailAddress) -> String {
-    e.to_string().to_lowercase()
 }
 
 /// The ids of `lists` as one array parameter.

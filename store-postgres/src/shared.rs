@@ -137,8 +137,4 @@ impl SqlTx for PgTx {
             None => Ok(None),
         }
     }
-
-    fn guarded<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T, StoreError>) -> Result<T, StoreError> {
-        PgTx::guarded(self, f)
-    }
 }

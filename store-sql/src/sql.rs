@@ -114,13 +114,6 @@ pub trait SqlTx {
         args: &[Arg<'_>],
         row: impl FnOnce(&dyn SqlRow) -> Result<T, StoreError>,
     ) -> Result<Option<T>, StoreError>;
-
-    /// Runs `f`, whose statements may break a uniqueness rule, so that a
-    /// [`StoreError::Duplicate`] leaves the transaction usable: PostgreSQL aborts a transaction
-    /// on any failed statement unless it ran in a savepoint of its own; SQLite does not.
-    fn guarded<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T, StoreError>) -> Result<T, StoreError>
-    where
-        Self: Sized;
 }
 
 /// A stored value that does not parse: the database was edited by hand or is corrupt.

@@ -85,9 +85,4 @@ impl SqlTx for SqliteTx {
             None => Ok(None),
         }
     }
-
-    /// A failed statement leaves an SQLite transaction usable as it is.
-    fn guarded<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T, StoreError>) -> Result<T, StoreError> {
-        f(self)
-    }
 }
